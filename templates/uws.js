@@ -1,0 +1,169 @@
+/* The UWS pages work without this script; it only shows times in local time and keeps
+   jobs up to date while they run, reading the job's UWS XML (blocking GET with WAIT). */
+"use strict";
+
+(function () {
+  const UWS = "http://www.ivoa.net/xml/UWS/v1.0";
+  const INFO = "urn:ivoa-uws-server:jobinfo";
+  const ACTIVE = ["PENDING", "QUEUED", "EXECUTING"];
+  const LIST_WATCH_LIMIT = 10;
+  // Once the reader submits a form the page is on its way out: no reload may cancel that.
+  let leaving = false;
+  document.addEventListener("submit", () => { leaving = true; });
+  window.addEventListener("pagehide", () => { leaving = true; });
+  // Back from the page cache, the page shows an old state: show the job as it is now.
+  window.addEventListener("pageshow", (event) => { if (event.persisted) window.location.reload(); });
+
+  function localTimes(root) {
+    const format = new Intl.DateTimeFormat(undefined, {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", second: "2-digit",
+    });
+    for (const el of root.querySelectorAll("time[datetime]")) {
+      const when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when)) continue;
+      el.dataset.utc = el.dataset.utc || el.textContent.trim();
+      el.title = el.dataset.utc;
+      el.textContent = format.format(when);
+      el.classList.add("local");
+    }
+    const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "your time zone";
+    setText(root, "time-note", `Times are in your local time (${zone}); hover one for UTC.`);
+  }
+
+  function seconds(value) {
+    const total = Math.round(value);
+    const h = Math.floor(total / 3600), m = Math.floor((total % 3600) / 60), s = total % 60;
+    const parts = [];
+    if (h) parts.push(h + " h");
+    if (m) parts.push(m + " min");
+    if (s || !(h || m)) parts.push(s + " s");
+    return parts.join(" ");
+  }
+
+  function readJob(xmlText) {
+    const doc = new DOMParser().parseFromString(xmlText, "application/xml");
+    const phase = doc.getElementsByTagNameNS(UWS, "phase")[0];
+    if (!phase) throw new Error("not a UWS job document");
+    const info = doc.getElementsByTagNameNS(INFO, "progress")[0];
+    const number = (name) => info && info.hasAttribute(name) ? parseFloat(info.getAttribute(name)) : null;
+    return {
+      phase: phase.textContent.trim(),
+      started: doc.getElementsByTagNameNS(UWS, "startTime")[0]?.textContent.trim() !== "",
+      percent: number("percent"),
+      elapsed: number("elapsedSeconds"),
+      remaining: number("remainingSeconds"),
+      message: info ? info.textContent : "",
+    };
+  }
+
+  function setText(root, role, text) {
+    for (const el of root.querySelectorAll(`[data-role="${role}"]`)) el.textContent = text;
+  }
+
+  function showPhase(root, phase) {
+    root.dataset.phase = phase;
+    for (const el of root.querySelectorAll('[data-role="phase"]')) {
+      el.textContent = phase;
+      el.className = "badge phase-" + phase.toLowerCase();
+    }
+    for (const form of root.querySelectorAll("form[data-when]")) {
+      form.hidden = !form.dataset.when.split(" ").includes(phase);
+    }
+  }
+
+  function progressBar(root) {
+    let bar = root.querySelector('[data-role="bar"]');
+    const cell = root.querySelector(".progress-cell");
+    if (!bar && cell) {
+      bar = document.createElement("progress");
+      bar.max = 100;
+      bar.dataset.role = "bar";
+      const percent = document.createElement("span");
+      percent.className = "muted";
+      percent.dataset.role = "percent";
+      cell.replaceChildren(bar, percent);
+    }
+    return bar;
+  }
+
+  function showProgress(root, job) {
+    const card = root.querySelector('[data-role="progress-card"]');
+    if (card && (job.started || job.percent !== null)) card.hidden = false;
+    if (job.phase !== "EXECUTING" && !card) {
+      const cell = root.querySelector(".progress-cell");
+      if (cell) cell.replaceChildren();
+      return;
+    }
+    const percent = job.phase === "COMPLETED" ? 100 : (job.percent || 0);
+    const bar = progressBar(root);
+    if (bar) {
+      bar.value = percent;
+      bar.textContent = Math.round(percent) + "%";
+    }
+    setText(root, "percent", Math.round(percent) + "%");
+    setText(root, "message", job.message);
+    setText(root, "elapsed", job.elapsed !== null ? seconds(job.elapsed) + " elapsed" : "");
+    setText(root, "remaining", job.remaining !== null ? "about " + seconds(job.remaining) + " remaining" : "");
+  }
+
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /* Follow one job until it leaves the active phases; then call done(phase). */
+  async function follow(root, done) {
+    const url = root.dataset.jobUrl;
+    let phase = root.dataset.phase;
+    while (ACTIVE.includes(phase)) {
+      if (leaving) return;
+      const wait = phase === "EXECUTING" ? 1 : 20;
+      let response;
+      try {
+        response = await fetch(`${url}?WAIT=${wait}&PHASE=${encodeURIComponent(phase)}`,
+                               {headers: {Accept: "application/xml"}, cache: "no-store"});
+      } catch (err) {
+        await pause(3000);
+        continue;
+      }
+      if (response.status === 404) {
+        showPhase(root, "DELETED");
+        return;
+      }
+      if (!response.ok) {
+        await pause(3000);
+        continue;
+      }
+      const job = readJob(await response.text());
+      if (leaving) return;
+      showPhase(root, job.phase);
+      showProgress(root, job);
+      phase = job.phase;
+    }
+    done(phase);
+  }
+
+  function followJobPage() {
+    const page = document.querySelector("article.job[data-job-url]");
+    if (page && ACTIVE.includes(page.dataset.phase)) {
+      // The results and the error appear with the final phase: show them once.
+      follow(page, () => { if (!leaving) window.location.reload(); });
+    }
+  }
+
+  function followListRows() {
+    const rows = document.querySelectorAll(
+      'tr[data-job-url][data-phase="EXECUTING"], tr[data-job-url][data-phase="QUEUED"]');
+    for (const row of Array.from(rows).slice(0, LIST_WATCH_LIMIT)) follow(row, () => {});
+  }
+
+  function start() {
+    localTimes(document);
+    followJobPage();
+    followListRows();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

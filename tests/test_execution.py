@@ -1,0 +1,198 @@
+"""Real execution: each job in its own process group, killed for real on ABORT,
+on an exceeded execution duration and at destruction time."""
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+
+import pytest
+
+from uws.execution.strays import job_pids
+from uws.web.app import create_app, shutdown
+
+from conftest import make_config
+from uwshelp import gone, phase, settle, wait_for
+
+PY = sys.executable
+# A command runner that reports progress and a first result, then sleeps.
+PARTIAL = ("import os,time\n"
+           "fd=int(os.environ['UWS_REPORT_FD'])\n"
+           "open('part.txt','w').write('first part')\n"
+           "os.write(fd,b'progress 50 half way\\n')\n"
+           "os.write(fd,b'result part part.txt text/plain\\n')\n"
+           "time.sleep(60)\n")
+SERVICES = {
+    "echo": {"command": [PY, "-c", "import sys; open('out.txt','w').write(sys.argv[1])", "{TEXT}"],
+             "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
+             "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
+    "partial": {"command": [PY, "-c", PARTIAL]},
+    "crash": {"command": [PY, "-c", "import sys; sys.stderr.write('disk on fire\\n'); sys.exit(3)"]},
+    "sleep": {"runner": "uws.demo:sleep", "max_execution_duration": 3600,
+              "parameters": [{"name": "DURATION", "type": "float", "default": 1},
+                             {"name": "FAIL", "type": "boolean", "default": False},
+                             {"name": "MESSAGE", "type": "string", "default": ""}]},
+    "kept": {"runner": "uws.demo:sleep", "archive": True,
+             "parameters": [{"name": "DURATION", "type": "float", "default": 0},
+                            {"name": "FAIL", "type": "boolean", "default": False},
+                            {"name": "MESSAGE", "type": "string", "default": ""}]},
+}
+
+
+@pytest.fixture
+def config(tmp_path, db_url):
+    return make_config(tmp_path, db_url, services=SERVICES)
+
+
+def start(client, service, **params) -> str:
+    r = client.post(f"/{service}", data={**params, "PHASE": "RUN"})
+    assert r.status_code == 303
+    return r.headers["Location"].replace("http://localhost", "")
+
+
+def executing_with_pids(client, path):
+    job_id = path.rsplit("/", 1)[1]
+    wait_for(lambda: phase(client, path) == "EXECUTING" and job_pids(job_id))
+    return job_pids(job_id)
+
+
+def test_command_runner_gets_parameters_without_a_shell(client):
+    path = start(client, "echo", TEXT="a b; rm -rf $HOME")
+    assert b"COMPLETED" in settle(client, path).data
+    assert client.get(f"{path}/results/out").get_data(as_text=True) == "a b; rm -rf $HOME"
+
+
+def test_command_exiting_non_zero_ends_in_fatal_error_with_stderr_as_detail(client):
+    doc = settle(client, start(client, "crash")).get_data(as_text=True)
+    assert "<uws:phase>ERROR</uws:phase>" in doc
+    assert 'type="fatal" hasDetail="true"' in doc
+    assert "exited with status 3" in doc
+    path = start(client, "crash")
+    settle(client, path)
+    assert "disk on fire" in client.get(f"{path}/error").get_data(as_text=True)
+
+
+def test_runner_exception_ends_in_error_with_its_message_and_traceback(client):
+    path = start(client, "sleep", DURATION="0", FAIL="true", MESSAGE="boom")
+    doc = settle(client, path).get_data(as_text=True)
+    assert "<uws:message>boom</uws:message>" in doc
+    assert "Traceback" in client.get(f"{path}/error").get_data(as_text=True)
+
+
+def test_abort_kills_the_whole_process_group_within_a_second(client):
+    path = start(client, "sleep", DURATION="60")
+    pids = executing_with_pids(client, path)
+    sent = time.monotonic()
+    assert client.post(f"{path}/phase", data={"PHASE": "ABORT"}).status_code == 303
+    assert wait_for(lambda: gone(pids), timeout=5) - sent < 1.0
+    assert phase(client, path) == "ABORTED"
+
+
+def test_results_written_before_an_abort_stay_available(client):
+    path = start(client, "partial")
+    executing_with_pids(client, path)
+    wait_for(lambda: b'id="part"' in client.get(f"{path}/results").data)
+    client.post(f"{path}/phase", data={"PHASE": "ABORT"})
+    assert phase(client, path) == "ABORTED"
+    assert client.get(f"{path}/results/part").get_data(as_text=True) == "first part"
+
+
+def test_progress_is_shown_in_job_info(client):
+    path = start(client, "partial")
+    executing_with_pids(client, path)
+    wait_for(lambda: b'percent="50.0"' in client.get(path).data)
+    doc = client.get(path).get_data(as_text=True)
+    assert "half way" in doc and "elapsedSeconds=" in doc
+    client.post(f"{path}/phase", data={"PHASE": "ABORT"})
+
+
+def test_exceeding_the_execution_duration_aborts_within_a_second(client):
+    path = start(client, "sleep", DURATION="60", EXECUTIONDURATION="1")
+    pids = executing_with_pids(client, path)
+    wait_for(lambda: phase(client, path) == "ABORTED", timeout=5)
+    doc = client.get(path).get_data(as_text=True)
+    started = _xml_time(doc, "startTime")
+    ended = _xml_time(doc, "endTime")
+    assert 1.0 <= (ended - started).total_seconds() < 2.0
+    assert "execution duration was exceeded" in doc
+    wait_for(lambda: gone(pids), timeout=2)
+
+
+def test_destruction_kills_and_forgets_the_job_within_a_second(client, config):
+    path = start(client, "sleep", DURATION="60")
+    pids = executing_with_pids(client, path)
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    client.post(f"{path}/destruction", data={"DESTRUCTION": when.isoformat()})
+    wait_for(lambda: client.get(path).status_code == 404, timeout=5)
+    assert dt.datetime.now(dt.timezone.utc) - when < dt.timedelta(seconds=1.5)
+    wait_for(lambda: gone(pids), timeout=2)
+    job_id = path.rsplit("/", 1)[1]
+    assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()
+
+
+def test_destruction_on_an_archiving_service_keeps_metadata_and_drops_results(client):
+    path = start(client, "kept", DURATION="0")
+    settle(client, path)
+    assert b"<uws:result " in client.get(path).data
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    client.post(f"{path}/destruction", data={"DESTRUCTION": when.isoformat()})
+    wait_for(lambda: phase(client, path) == "ARCHIVED", timeout=5)
+    doc = client.get(path).get_data(as_text=True)
+    assert "<uws:results/>" in doc and "<uws:jobId>" in doc
+    assert path.rsplit("/", 1)[1] not in client.get("/kept").get_data(as_text=True)
+
+
+def test_quote_is_empty_without_history_and_set_once_runs_are_known(client, api):
+    path = client.post("/sleep", data={"DURATION": "1"}).headers["Location"].replace(
+        "http://localhost", "")
+    assert client.get(f"{path}/quote").get_data(as_text=True) == ""
+    settle(client, start(client, "sleep", DURATION="0.2"))
+    api._typical._cache.clear()
+    quoted = client.get(f"{path}/quote").get_data(as_text=True)
+    assert quoted.endswith("Z") and quoted > dt.datetime.utcnow().isoformat()
+
+
+def _xml_time(doc: str, tag: str) -> dt.datetime:
+    text = doc.split(f"<uws:{tag}>")[1].split("<")[0]
+    return dt.datetime.fromisoformat(text.rstrip("Z"))
+
+
+def test_a_url_file_parameter_is_fetched_by_the_job(tmp_path, db_url):
+    from conftest import LiveServer
+    import hashlib
+    import requests
+    application = create_app(make_config(tmp_path, db_url))
+    try:
+        with LiveServer(application) as server:
+            made = requests.post(f"{server.url}/sleep", data={"DURATION": "0", "PHASE": "RUN",
+                                                                "MESSAGE": "fetch me"})
+            source = made.url
+            assert _finish(source) == "COMPLETED"
+            content = requests.get(f"{source}/results/result").content
+            job = requests.post(f"{server.url}/checksum",
+                                data={"FILE": f"{source}/results/result", "PHASE": "RUN"}).url
+            assert _finish(job) == "COMPLETED"
+            digest = requests.get(f"{job}/results/checksum").text.split()[0]
+            assert digest == hashlib.sha256(content).hexdigest()
+            param = requests.get(f"{job}/parameters").text
+            assert 'byReference="true"' in param and f"{source}/results/result" in param
+    finally:
+        shutdown(application)
+
+
+def _finish(job_url: str) -> str:
+    """Block (WAIT) until the job leaves the active phases; its final phase."""
+    import requests
+    for _ in range(20):
+        phase_now = requests.get(f"{job_url}/phase").text
+        if phase_now not in ("PENDING", "QUEUED", "EXECUTING"):
+            return phase_now
+        requests.get(f"{job_url}?WAIT=5&PHASE={phase_now}")
+    return phase_now
+
+
+@pytest.mark.parametrize("result_id", ["..%2F..%2Fuws.sqlite3", "..", "%2e%2e", "out%00"])
+def test_result_paths_cannot_leave_the_job_directory(client, result_id):
+    path = start(client, "echo", TEXT="x")
+    settle(client, path)
+    assert client.get(f"{path}/results/{result_id}").status_code == 404

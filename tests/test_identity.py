@@ -1,0 +1,143 @@
+"""Identity and owner isolation (UWS 1.1 §3): each client sees and controls only
+its own jobs; another owner's job answers 403 everywhere."""
+from __future__ import annotations
+
+import base64
+
+import pytest
+from werkzeug.security import generate_password_hash
+
+from uws.auth import token_digest
+from uws.web.app import create_app, shutdown
+
+from conftest import ValidatingClient, make_config
+
+FAST_HASH = "pbkdf2:sha256:1000"     # tests only; real configs keep werkzeug's default
+USERS = {"alice": "wonderland", "bob": "builder", "root": "toor"}
+TOKEN = "t0ken-for-carol"
+
+
+def basic(user: str) -> dict:
+    raw = f"{user}:{USERS[user]}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+
+@pytest.fixture
+def config(tmp_path, db_url):
+    cfg = make_config(tmp_path, db_url, executor="none", scheduler=False)
+    from uws.auth import AuthConfig
+    cfg.auth = AuthConfig(
+        modes=("basic", "bearer", "header"),
+        users={u: generate_password_hash(p, method=FAST_HASH) for u, p in USERS.items()},
+        tokens={token_digest(TOKEN): "carol"}, admins=frozenset({"root"}),
+        trusted_proxies=frozenset({"127.0.0.1"}))
+    return cfg
+
+
+def create(client, user: str, **params) -> str:
+    r = client.post("/sleep", data={"DURATION": "0", **params}, headers=basic(user))
+    assert r.status_code == 303
+    return r.headers["Location"].replace("http://localhost", "")
+
+
+def test_the_owner_is_the_authenticated_identity(client):
+    path = create(client, "alice")
+    assert client.get(f"{path}/owner", headers=basic("alice")).get_data(as_text=True) == "alice"
+    assert b"<uws:ownerId>alice</uws:ownerId>" in client.get(path, headers=basic("alice")).data
+
+
+def test_another_owners_job_is_absent_from_lists_and_counts(client):
+    create(client, "alice")
+    mine = create(client, "bob")
+    listed = client.get("/sleep", headers=basic("bob")).get_data(as_text=True)
+    assert listed.count("<uws:jobref") == 1 and mine.rsplit("/", 1)[1] in listed
+    assert client.head("/sleep", headers=basic("bob")).headers["X-Job-Count"] == "1"
+
+
+def _job_routes(app):
+    """Every route under a job, with each method it allows (from the route table,
+    so a new route cannot be forgotten)."""
+    for rule in app.url_map.iter_rules():
+        if "<job_id>" not in rule.rule:
+            continue
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            yield rule.rule, method
+
+
+def _url(rule: str, path: str) -> str:
+    return (rule.replace("/<service>/<job_id>", path)
+            .replace("<result_id>", "result").replace("<name>", "DURATION"))
+
+
+def test_every_request_on_another_owners_job_answers_403(app, client):
+    path = create(client, "alice")
+    routes = list(_job_routes(app))
+    assert len(routes) >= 15
+    for rule, method in routes:
+        r = client.open(_url(rule, path), method=method, headers=basic("bob"),
+                        data={"PHASE": "ABORT"} if method == "POST" else None)
+        assert r.status_code == 403, (method, rule, r.status_code)
+    assert client.get(f"{path}/phase", headers=basic("alice")).data == b"PENDING"
+
+
+def test_anonymous_callers_cannot_touch_an_owned_job(client):
+    path = create(client, "alice")
+    assert client.get(path).status_code == 403
+    assert client.delete(path).status_code == 403
+    assert client.get(f"{path}?WAIT=1").status_code == 403
+
+
+def test_an_administrator_sees_and_controls_every_job(client):
+    path = create(client, "alice")
+    assert path.rsplit("/", 1)[1] in client.get("/sleep", headers=basic("root")).get_data(
+        as_text=True)
+    assert client.post(f"{path}/phase", data={"PHASE": "ABORT"},
+                       headers=basic("root")).status_code == 303
+    assert client.get(f"{path}/phase", headers=basic("alice")).data == b"ABORTED"
+
+
+def test_a_wrong_password_answers_401_with_a_challenge(client):
+    r = client.get("/sleep", headers={"Authorization": "Basic " +
+                                      base64.b64encode(b"alice:nope").decode()})
+    assert r.status_code == 401
+    assert r.headers["WWW-Authenticate"].startswith("Basic realm=")
+
+
+def test_a_bearer_token_identifies_its_owner(client):
+    r = client.post("/sleep", data={"DURATION": "0"},
+                    headers={"Authorization": f"Bearer {TOKEN}"})
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert client.get(f"{path}/owner", headers={"Authorization": f"Bearer {TOKEN}"}).data == \
+        b"carol"
+
+
+def test_an_unknown_bearer_token_answers_401(client):
+    assert client.get("/sleep", headers={"Authorization": "Bearer guess"}).status_code == 401
+
+
+def test_a_trusted_proxy_header_names_the_owner(client):
+    r = client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": "dave"})
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert client.get(f"{path}/owner", headers={"X-Remote-User": "dave"}).data == b"dave"
+
+
+def test_the_proxy_header_from_an_untrusted_address_is_ignored(client):
+    r = client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": "dave"},
+                    environ_base={"REMOTE_ADDR": "192.0.2.7"})
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert client.get(f"{path}/owner").data == b""
+
+
+def test_a_service_closed_to_anonymous_use_challenges_with_401(tmp_path, db_url, config):
+    import dataclasses
+    config.services["sleep"] = dataclasses.replace(config.services["sleep"], anonymous=False)
+    app = create_app(config)
+    app.test_client_class = ValidatingClient
+    try:
+        c = app.test_client()
+        r = c.get("/sleep")
+        assert r.status_code == 401 and "Basic" in r.headers["WWW-Authenticate"]
+        assert c.post("/sleep", data={"DURATION": "0"}).status_code == 401
+        assert c.get("/sleep", headers=basic("bob")).status_code == 200
+    finally:
+        shutdown(app)

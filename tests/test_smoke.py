@@ -1,0 +1,4 @@
+def test_create_answers_303_to_absolute_job_url(client):
+    r = client.post("/sleep", data={"DURATION": "0"})
+    assert r.status_code == 303
+    assert r.headers["Location"].startswith("http://localhost/sleep/")

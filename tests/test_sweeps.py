@@ -1,0 +1,89 @@
+"""The scheduled sweeps are idempotent: several processes may run them at once."""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pytest
+
+from uws.execution import NullExecutor
+from uws.phases import Event, Phase
+from uws.sweeps import Sweeps
+from uws.web.app import create_app, shutdown
+
+from conftest import make_config
+
+
+@pytest.fixture
+def app(tmp_path, db_url):
+    # No executor and no scheduler of its own: the test runs the sweeps itself.
+    application = create_app(make_config(tmp_path, db_url, executor="none", scheduler=False))
+    yield application
+    shutdown(application)
+
+
+def _sweepers(api, n=4):
+    return [Sweeps(api.config, api.store, api.files, NullExecutor()) for _ in range(n)]
+
+
+def _at_once(calls):
+    errors = []
+
+    def run(call):
+        try:
+            call()
+        except Exception as exc:    # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+
+
+def _expire(api, job_ids):
+    past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
+    for job_id in job_ids:
+        assert api.store.update_if(job_id, set(api.store.phases_of([job_id]).values()),
+                                   destruction=past)
+
+
+def _create(client, n):
+    return [client.post("/sleep", data={"DURATION": "0"}).headers["Location"].rsplit("/", 1)[1]
+            for _ in range(n)]
+
+
+def test_concurrent_destruction_sweeps_forget_each_job_once(client, api):
+    jobs = _create(client, 20)
+    _expire(api, jobs)
+    _at_once([s.destroy_expired for s in _sweepers(api)])
+    assert api.store.phases_of(jobs) == {}
+    assert all(client.get(f"/sleep/{j}").status_code == 404 for j in jobs)
+
+
+def test_concurrent_deadline_sweeps_abort_each_overdue_job_once(client, api):
+    jobs = _create(client, 10)
+    for job_id in jobs:
+        assert api.store.transition(job_id, Event.RUN)
+        assert api.store.claim_next("test-worker", ["sleep"], 60) is not None
+    past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
+    for job_id in jobs:
+        api.store.update_if(job_id, api.store.phases_of([job_id]).values(), deadline=past)
+    _at_once([s.enforce_deadlines for s in _sweepers(api)])
+    assert set(api.store.phases_of(jobs).values()) == {Phase.ABORTED}
+    assert "execution duration was exceeded" in client.get(f"/sleep/{jobs[0]}").get_data(
+        as_text=True)
+
+
+def test_concurrent_lease_sweeps_fail_each_lost_job_once(client, api):
+    jobs = _create(client, 10)
+    for job_id in jobs:
+        api.store.transition(job_id, Event.RUN)
+        api.store.claim_next("gone-host:1:x", ["sleep"], -1)     # a lease already expired
+    _at_once([s.recover_lost for s in _sweepers(api)])
+    for job_id in jobs:
+        doc = client.get(f"/sleep/{job_id}").get_data(as_text=True)
+        assert "<uws:phase>ERROR</uws:phase>" in doc
+        assert doc.count("<uws:errorSummary") == 1

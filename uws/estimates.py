@@ -1,0 +1,46 @@
+"""Quotes and time remaining: pure arithmetic over a job and what the queue holds."""
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+
+from . import timeutil
+from .model import Job
+from .phases import Phase
+
+
+def typical_seconds(run_seconds: list[float]) -> float | None:
+    """A service's typical run time: the median of its recent runs (None: no history)."""
+    return statistics.median(run_seconds) if run_seconds else None
+
+
+def quote(job: Job, now: dt.datetime, typical: float | None, ahead: int,
+          slots: int) -> dt.datetime | None:
+    """When the job is likely to complete (UWS 1.1 §2.1.6), or None when unknown.
+
+    ``ahead`` is the number of QUEUED jobs that run before this one; each slot
+    works through them one typical run at a time.
+    """
+    if job.phase is Phase.EXECUTING:
+        remaining = remaining_seconds(job, now)
+        if remaining is None and typical is not None and job.start_time is not None:
+            return max(now, timeutil.add_seconds(job.start_time, typical))
+        return None if remaining is None else timeutil.add_seconds(now, remaining)
+    if job.phase not in (Phase.PENDING, Phase.QUEUED, Phase.HELD) or typical is None:
+        return None
+    waves = ahead // max(slots, 1)
+    return timeutil.add_seconds(now, typical * (waves + 1))
+
+
+def elapsed_seconds(job: Job, now: dt.datetime) -> float | None:
+    if job.start_time is None:
+        return None
+    return max(0.0, ((job.end_time or now) - job.start_time).total_seconds())
+
+
+def remaining_seconds(job: Job, now: dt.datetime) -> float | None:
+    """Extrapolated from progress so far; None before any progress is reported."""
+    elapsed = elapsed_seconds(job, now)
+    if job.phase is not Phase.EXECUTING or elapsed is None or not job.progress:
+        return None
+    return elapsed * (100.0 - job.progress) / job.progress

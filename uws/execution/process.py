@@ -1,0 +1,240 @@
+"""The local executor: each job in its own OS process and process group.
+
+Worker threads claim QUEUED jobs (a conditional QUEUED -> EXECUTING update, so
+several processes may share one database and a job still runs once), start
+``python -m uws.execution.child`` and follow its report lines.  A monitor
+thread renews the leases of running jobs and kills every job whose phase is
+no longer EXECUTING in the database: an ABORT made by any process, an
+exceeded execution duration or a destruction ends the work within a second.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+from ..phases import Event, Phase
+from . import lost
+from .base import Executor
+from .child import REPORT_FD_ENV
+from .reports import ReportReader
+
+log = logging.getLogger(__name__)
+LEASE_SECONDS = 30.0
+MONITOR_SECONDS = 0.2
+POLL_SECONDS = 1.0          # also pick up jobs queued by other processes
+KILL_GRACE_SECONDS = 0.3
+
+
+def worker_name() -> str:
+    """host:pid:nonce — lets a restarted server on this host spot its dead predecessors."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclasses.dataclass
+class Running:
+    job_id: str
+    process: subprocess.Popen
+    killed: bool = False
+
+
+class ProcessExecutor(Executor):
+    def __init__(self, config, store, files, slots: int):
+        self.config = config
+        self.store = store
+        self.files = files
+        self.slots = max(1, slots)
+        self.worker_id = worker_name()
+        self._wake = threading.Condition()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._running: dict[str, Running] = {}
+        self._threads: list[threading.Thread] = []
+
+    # -- Executor interface ---------------------------------------------------------
+
+    def start(self) -> None:
+        for i in range(self.slots):
+            self._spawn_thread(self._work_loop, f"uws-worker-{i}")
+        self._spawn_thread(self._monitor_loop, "uws-monitor")
+
+    def submit(self, job_id: str) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    def abort(self, job_id: str) -> None:
+        with self._lock:
+            running = self._running.get(job_id)
+        if running is not None:
+            self._kill(running)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        with self._lock:
+            running = list(self._running.values())
+        for r in running:
+            self._kill(r)
+        for t in self._threads:
+            t.join(timeout=5)
+
+    @property
+    def running_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
+
+    # -- threads ------------------------------------------------------------------------
+
+    def _spawn_thread(self, target, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _work_loop(self) -> None:
+        services = list(self.config.services)
+        while not self._stopping.is_set():
+            try:
+                job_id = self.store.claim_next(self.worker_id, services, LEASE_SECONDS)
+            except Exception:
+                log.exception("cannot claim a job")
+                job_id = None
+            if job_id is None:
+                with self._wake:
+                    if not self._stopping.is_set():
+                        self._wake.wait(POLL_SECONDS)
+                continue
+            try:
+                self._execute(job_id)
+            except Exception:
+                log.exception("job %s: executor failure", job_id)
+                self.store.transition(job_id, Event.FAIL, error_type="transient",
+                                      error_message="the executor failed to run the job")
+
+    def _monitor_loop(self) -> None:
+        last_renewal = time.monotonic()
+        while not self._stopping.wait(MONITOR_SECONDS):
+            try:
+                ids = self.running_ids
+                if not ids:
+                    continue
+                current = self.store.phases_of(ids)
+                for job_id in ids:
+                    if current.get(job_id) is not Phase.EXECUTING:
+                        self.abort(job_id)
+                if time.monotonic() - last_renewal > LEASE_SECONDS / 3:
+                    self.store.renew_leases(self.worker_id, ids, LEASE_SECONDS)
+                    last_renewal = time.monotonic()
+            except Exception:
+                log.exception("monitor pass failed")
+
+    # -- one job ---------------------------------------------------------------------------
+
+    def _execute(self, job_id: str) -> None:
+        service_name = self.store.service_of(job_id)
+        job = self.store.get_job(job_id, service_name, None) if service_name else None
+        if job is None:
+            return
+        service = self.config.services[service_name]
+        workdir = self.files.results_dir(job_id)
+        workdir.mkdir(parents=True, exist_ok=True)
+        logs = self.files.job_dir(job_id)
+        task = _task(job, service, workdir, self.files)
+        read_fd, write_fd = os.pipe()
+        with open(logs / "stdout.log", "wb") as out, open(logs / "stderr.log", "wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
+                stdout=out, stderr=err, cwd=workdir, start_new_session=True,
+                pass_fds=(write_fd,), env={**os.environ, REPORT_FD_ENV: str(write_fd),
+                                           "UWS_JOB_ID": job_id})
+        os.close(write_fd)
+        running = Running(job_id, process)
+        with self._lock:
+            self._running[job_id] = running
+        if self._stopping.is_set():
+            self._kill(running)     # stop() ran while this job was starting
+        try:
+            _send_task(process, task)
+            reader = ReportReader(job_id, self.store, self.files, service)
+            reader.follow(read_fd)
+            process.wait()
+            self._finish(running, reader, logs / "stderr.log")
+        finally:
+            with self._lock:
+                self._running.pop(job_id, None)
+
+    def _finish(self, running: Running, reader, stderr_path) -> None:
+        job_id, code = running.job_id, running.process.returncode
+        if code == 0:
+            reader.collect_outputs()
+            self.store.transition(job_id, Event.COMPLETE, progress=100.0)
+            return
+        if running.killed:
+            if self._stopping.is_set():     # the server is stopping, not the job
+                lost.release(self.store, self.config.services.get(self.store.service_of(job_id)),
+                             job_id, "the server stopped while the job was running")
+            return      # aborted, out of time or destroyed: the phase is already set
+        message = reader.error or (f"the job exited with status {code}" if code > 0
+                                   else f"the job was killed by signal {-code}")
+        self.store.transition(job_id, Event.FAIL, error_type="fatal", error_message=message,
+                              error_detail=_tail(stderr_path) or None)
+
+    def _kill(self, running: Running) -> None:
+        """End the job's whole process group: TERM, then KILL after a short grace."""
+        running.killed = True
+        pgid = running.process.pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            try:
+                running.process.wait(KILL_GRACE_SECONDS)
+                if sig == signal.SIGTERM:
+                    os.killpg(pgid, signal.SIGKILL)   # stragglers in the group
+                return
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                return
+
+
+def _task(job, service, workdir, files) -> dict:
+    params = [(p.name, p.value, p.by_reference) for p in job.parameters]
+    task = {"job_id": job.id, "service": service.name, "workdir": str(workdir),
+            "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
+            "specs": [dataclasses.asdict(s) for s in service.parameters]}
+    if service.command:
+        values = {p.name: (str(files.upload_path(job.id, p.name))
+                           if p.by_reference and p.value.startswith("param:") else p.value)
+                  for p in job.parameters}
+        task["command"] = service.command_line(values)
+    else:
+        task["runner"] = service.runner
+    return task
+
+
+def _send_task(process: subprocess.Popen, task: dict) -> None:
+    try:
+        process.stdin.write(json.dumps(task).encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass        # the child died at once; its exit status tells why
+
+
+def _tail(path, limit: int = 8192) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,78 @@
+"""The parent side of the report channel: turns a child's report lines into
+progress and results in the store (see uws.execution.child for the format)."""
+from __future__ import annotations
+
+import logging
+import mimetypes
+import os
+import time
+
+from ..errors import NotFound
+from ..model import Result
+
+log = logging.getLogger(__name__)
+PROGRESS_INTERVAL = 0.2     # seconds between progress writes of one job
+MAX_LINE = 4096
+
+
+class ReportReader:
+    def __init__(self, job_id: str, store, files, service):
+        self.job_id = job_id
+        self.store = store
+        self.files = files
+        self.service = service
+        self.error: str | None = None
+        self._last_write = 0.0
+        self._pending: tuple[float, str] | None = None
+
+    def follow(self, fd: int) -> None:
+        """Read report lines until the child closes the channel (it exited)."""
+        with os.fdopen(fd, "rb") as stream:
+            # Bounded reads: a child writing an endless line cannot grow our memory.
+            while raw := stream.readline(MAX_LINE):
+                self.handle(raw.decode("utf-8", errors="replace").strip())
+        self._flush_progress()
+
+    def handle(self, line: str) -> None:
+        word, _, rest = line.partition(" ")
+        if word == "progress":
+            self._progress(rest)
+        elif word == "result":
+            parts = rest.split()
+            if len(parts) >= 2:
+                self.add_result(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
+        elif word == "error":
+            self.error = rest[:2000] or self.error
+
+    def _progress(self, rest: str) -> None:
+        number, _, message = rest.partition(" ")
+        try:
+            percent = max(0.0, min(100.0, float(number)))
+        except ValueError:
+            return
+        self._pending = (percent, message[:500])
+        if time.monotonic() - self._last_write >= PROGRESS_INTERVAL:
+            self._flush_progress()
+
+    def _flush_progress(self) -> None:
+        if self._pending is not None:
+            self.store.set_progress(self.job_id, *self._pending)
+            self._pending = None
+            self._last_write = time.monotonic()
+
+    def add_result(self, name: str, filename: str, mime_type: str = "") -> None:
+        try:
+            path = self.files.result_path(self.job_id, filename)
+        except NotFound:
+            log.warning("job %s: result %r is outside its directory; ignored", self.job_id, filename)
+            return
+        if not path.is_file():
+            log.warning("job %s: result file %r does not exist; ignored", self.job_id, filename)
+            return
+        mime = mime_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        self.store.add_result(self.job_id, Result(name, filename, mime, path.stat().st_size))
+
+    def collect_outputs(self) -> None:
+        """A command's declared output files that exist become results."""
+        for out in self.service.outputs:
+            self.add_result(out.name, out.file, out.mime_type)

@@ -1,0 +1,78 @@
+"""Per-job directories under the data directory: uploads and results.
+
+Every path handed out is checked to stay inside its job's directory, so no
+name from a request can reach another file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from .errors import NotFound, TooLarge
+from .model import is_job_id
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+CHUNK = 1 << 16
+
+
+class JobFiles:
+    def __init__(self, data_dir: Path, max_upload_bytes: int):
+        self.root = Path(data_dir).resolve() / "jobs"
+        self.max_upload_bytes = max_upload_bytes
+
+    def job_dir(self, job_id: str) -> Path:
+        if not is_job_id(job_id):
+            raise NotFound(f"no job {job_id!r}")
+        return self.root / job_id[:2] / job_id
+
+    def results_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "results"
+
+    def upload_path(self, job_id: str, name: str) -> Path:
+        return self._inside(self.job_dir(job_id) / "uploads", name)
+
+    def result_path(self, job_id: str, relative: str) -> Path:
+        return self._inside(self.results_dir(job_id), relative)
+
+    def stage_upload(self, job_id: str, name: str, stream) -> Path:
+        """Copy an upload stream beside its final place; TooLarge past the limit.
+
+        The caller installs it (:meth:`install_upload`) once the job has
+        accepted the new value, so a refused update never replaces a file.
+        """
+        final = self.upload_path(job_id, name)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staged = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
+        size = 0
+        try:
+            with open(staged, "wb") as out:
+                while chunk := stream.read(CHUNK):
+                    size += len(chunk)
+                    if size > self.max_upload_bytes:
+                        raise TooLarge(f"upload {name} is larger than {self.max_upload_bytes} bytes")
+                    out.write(chunk)
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+        return staged
+
+    def install_upload(self, staged: Path, job_id: str, name: str) -> None:
+        os.replace(staged, self.upload_path(job_id, name))
+
+    def remove(self, job_id: str) -> None:
+        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+
+    def remove_results(self, job_id: str) -> None:
+        shutil.rmtree(self.results_dir(job_id), ignore_errors=True)
+
+    @staticmethod
+    def _inside(base: Path, name: str) -> Path:
+        if not all(_SAFE_NAME.match(part) for part in name.split("/")):
+            raise NotFound(f"no file {name!r}")
+        path = (base / name).resolve()
+        if base.resolve() not in path.parents:
+            raise NotFound(f"no file {name!r}")
+        return path

@@ -1,0 +1,306 @@
+"""Use cases: what a client can do to jobs.  No HTTP and no SQL in here."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+from . import estimates, phases, timeutil
+from .errors import BadRequest, Forbidden, NotFound
+from .model import Job, Parameter, is_job_id, new_job_id
+from .phases import Event, Phase
+from .services import ParameterError, Service, collect
+from .store import ListQuery
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who is asking: an owner name ("" = anonymous) and whether they administer."""
+    owner: str = ""
+    admin: bool = False
+
+    @property
+    def scope(self) -> str | None:
+        return None if self.admin else self.owner
+
+
+ANONYMOUS = Caller()
+#: Phases in which the execution duration may still change.
+NOT_STARTED = frozenset({Phase.PENDING, Phase.QUEUED, Phase.HELD})
+
+
+@dataclasses.dataclass
+class Control:
+    """The UWS job-control values of a creation request (UWS 1.1 §2.1.11)."""
+    run: bool = False
+    run_id: str | None = None
+    execution_duration: str | None = None
+    destruction: str | None = None
+
+
+class Jobs:
+    def __init__(self, config, store, files, executor, watch):
+        self.config = config
+        self.store = store
+        self.files = files
+        self.executor = executor
+        self.watch = watch
+        self._typical = TypicalRunTimes(store)
+
+    # -- lookup -------------------------------------------------------------------
+
+    def service(self, name: str) -> Service:
+        try:
+            return self.config.services[name]
+        except KeyError:
+            raise NotFound(f"no service {name!r}") from None
+
+    def get(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> Job:
+        self.service(service)
+        if not is_job_id(job_id):
+            raise NotFound(f"no job {job_id!r} in {service!r}")
+        job = self.store.get_job(job_id, service, caller.scope)
+        if job is None:
+            self._missing(service, job_id)
+        if job.phase in phases.ACTIVE:
+            job.quote = self._quote(job)
+        return job
+
+    def _quote(self, job: Job):
+        typical = self._typical.get(job.service)
+        if typical is None and job.progress is None:
+            return None     # nothing to estimate from: spare the queue query
+        ahead = 0
+        if job.phase is Phase.QUEUED and typical is not None:
+            ahead = self.store.queue_position(job.id, job.service)
+        return estimates.quote(job, timeutil.now(), typical, ahead, self.config.slots)
+
+    def check_access(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        """404 for no such job, 403 for another owner's, before a request is read further."""
+        self._phase(service, job_id, caller)
+
+    def _phase(self, service: str, job_id: str, caller: Caller) -> Phase:
+        """The job's phase, with the same 404/403 answers as get() but one small read."""
+        self.service(service)
+        phase = self.store.phase_of(job_id, service, caller.scope) if is_job_id(job_id) else None
+        if phase is None:
+            self._missing(service, job_id)
+        return phase
+
+    def _missing(self, service: str, job_id: str):
+        if not is_job_id(job_id):
+            raise NotFound(f"no job {job_id!r} in {service!r}")
+        if self.store.owner_of(job_id, service) is None:
+            raise NotFound(f"no job {job_id!r} in {service!r}")
+        raise Forbidden(f"job {job_id} belongs to another owner")
+
+    def list(self, service: str, q: ListQuery, caller: Caller = ANONYMOUS):
+        self.service(service)
+        if q.limit is None and not q.offset:
+            return self.store.iter_jobs(service, caller.scope, q)
+        return self.store.list_jobs(service, caller.scope, q)
+
+    def count(self, service: str, q: ListQuery, caller: Caller = ANONYMOUS) -> int:
+        self.service(service)
+        return self.store.count_jobs(service, caller.scope, q)
+
+    # -- creation -----------------------------------------------------------------
+
+    def create(self, service_name: str, pairs, uploads: dict, control: Control,
+               caller: Caller = ANONYMOUS) -> str:
+        service = self.service(service_name)
+        try:
+            values = collect(service, pairs, uploads, creating=True)
+        except ParameterError as exc:
+            raise BadRequest(str(exc)) from None
+        _check_run_id(control.run_id)
+        self._check_quota(service, caller)
+        now = timeutil.now()
+        job = Job(
+            id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
+            creation_time=now, run_id=control.run_id,
+            execution_duration=service.execution_duration,
+            destruction=_destruction_default(service, now),
+        )
+        if control.execution_duration is not None:
+            job.execution_duration = service.clamp_duration(
+                parse_duration(control.execution_duration))
+        if control.destruction is not None:
+            job.destruction = self._granted_destruction(service, job, control.destruction)
+        try:
+            job.parameters, staged = self._stage_values(job.id, values)
+            self._install(job.id, staged)       # the job is not visible yet
+            self.store.insert_job(job)
+        except BaseException:
+            self.files.remove(job.id)
+            raise
+        if control.run:
+            self.run(service.name, job.id, caller)
+        return job.id
+
+    def _check_quota(self, service: Service, caller: Caller) -> None:
+        """403 when the owner already keeps the service's maximum number of jobs.
+        The count is an index range bounded by the limit itself, so it stays cheap."""
+        limit = service.max_jobs_per_owner
+        if limit and self.store.count_jobs(service.name, caller.owner, ListQuery()) >= limit:
+            raise Forbidden(f"you already have {limit} jobs in {service.name!r}, its limit; "
+                            "delete some first")
+
+    def _stage_values(self, job_id: str, values):
+        """Parameters for ``values``, and their uploads staged as {name: path}."""
+        params, staged = [], {}
+        try:
+            for v in values:
+                if v.upload is not None:
+                    staged[v.name] = self.files.stage_upload(job_id, v.name, v.upload.stream)
+                    params.append(Parameter(v.name, f"param:{v.name}", True))
+                else:
+                    params.append(Parameter(v.name, v.value, v.by_reference))
+        except BaseException:
+            self._discard(staged)
+            raise
+        return params, staged
+
+    def _install(self, job_id: str, staged: dict) -> None:
+        for name, path in staged.items():
+            self.files.install_upload(path, job_id, name)
+
+    @staticmethod
+    def _discard(staged: dict) -> None:
+        for path in staged.values():
+            path.unlink(missing_ok=True)
+
+    # -- phase changes --------------------------------------------------------------
+
+    def run(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        self._phase(service, job_id, caller)
+        if self.store.transition(job_id, Event.RUN, caller.scope):
+            self.executor.submit(job_id)
+            return
+        phase = self._phase(service, job_id, caller)
+        if phase in (Phase.QUEUED, Phase.EXECUTING, Phase.SUSPENDED):
+            return      # already running: RUN again is a no-op
+        raise Forbidden(f"cannot run a job that is {phase.value}")
+
+    def abort(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        self._phase(service, job_id, caller)
+        if self.store.transition(job_id, Event.ABORT, caller.scope):
+            self.executor.abort(job_id)
+            return
+        phase = self._phase(service, job_id, caller)
+        if phase is Phase.ABORTED:
+            return      # aborting twice is harmless
+        raise Forbidden(f"cannot abort a job that is already {phase.value}")
+
+    def delete(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        """Forget the job.  Work still running is killed: here at once, and in any
+        other process by its executor's monitor, which sees the job gone."""
+        self.service(service)
+        if not (is_job_id(job_id) and self.store.delete_job(job_id, service, caller.scope)):
+            self._missing(service, job_id)
+        self.executor.abort(job_id)
+        self.files.remove(job_id)
+
+    # -- other job properties -------------------------------------------------------
+
+    def set_execution_duration(self, service: str, job_id: str, text: str,
+                               caller: Caller = ANONYMOUS) -> None:
+        self._phase(service, job_id, caller)
+        seconds = self.service(service).clamp_duration(parse_duration(text))
+        if not self.store.update_if(job_id, NOT_STARTED, execution_duration=seconds):
+            phase = self._phase(service, job_id, caller)
+            raise Forbidden(f"cannot change the execution duration of a {phase.value} job")
+
+    def set_destruction(self, service: str, job_id: str, text: str,
+                        caller: Caller = ANONYMOUS) -> None:
+        job = self.get(service, job_id, caller)
+        when = self._granted_destruction(self.service(service), job, text)
+        alive = set(Phase) - {Phase.ARCHIVED}
+        if not self.store.update_if(job_id, alive, destruction=when):
+            raise Forbidden("cannot change the destruction time of an archived job")
+
+    def _granted_destruction(self, service: Service, job: Job, text: str):
+        try:
+            when = timeutil.parse_time(text)
+        except ValueError as exc:
+            raise BadRequest(f"DESTRUCTION: {exc}") from None
+        if when <= timeutil.now():
+            raise BadRequest("DESTRUCTION: must be in the future")
+        if service.max_lifetime:
+            when = min(when, timeutil.add_seconds(job.creation_time, service.max_lifetime))
+        return when
+
+    def update_parameters(self, service_name: str, job_id: str, pairs, uploads: dict,
+                          caller: Caller = ANONYMOUS, run_id: str | None = None) -> None:
+        """Replace (or, for multi-valued names, add) parameters while PENDING;
+        RUNID may change with them (taplint does this)."""
+        service = self.service(service_name)
+        phase = self._phase(service_name, job_id, caller)
+        if phase is not Phase.PENDING:
+            raise Forbidden(f"parameters cannot change once a job is {phase.value}")
+        _check_run_id(run_id)
+        try:
+            values = collect(service, pairs, uploads, creating=False)
+        except ParameterError as exc:
+            raise BadRequest(str(exc)) from None
+        if not values and run_id is None:
+            return
+        params, staged = self._stage_values(job_id, values)
+        replace = {v.name for v in values if not service.spec(v.name).multiple}
+        if not self.store.set_parameters(job_id, replace, params, run_id):
+            self._discard(staged)
+            raise Forbidden("parameters cannot change once a job has started")
+        self._install(job_id, staged)
+
+    # -- blocking GET -----------------------------------------------------------------
+
+    def wait(self, service: str, job_id: str, seconds: int, phase: Phase | None,
+             caller: Caller = ANONYMOUS) -> Job:
+        job = self.get(service, job_id, caller)
+        if job.phase not in phases.ACTIVE or (phase is not None and job.phase is not phase):
+            return job
+        limit = self.config.wait_max
+        timeout = limit if seconds < 0 else min(seconds, limit)
+        if timeout <= 0:
+            return job
+        self.watch.wait(job_id, job.phase, timeout)
+        return self.get(service, job_id, caller)
+
+
+class TypicalRunTimes:
+    """Each service's typical run time, re-read from the store at most every minute."""
+    TTL = 60.0
+
+    def __init__(self, store):
+        self._store = store
+        self._cache: dict[str, tuple[float, float | None]] = {}
+
+    def get(self, service: str) -> float | None:
+        now = time.monotonic()
+        cached = self._cache.get(service)
+        if cached is None or now - cached[0] > self.TTL:
+            cached = (now, estimates.typical_seconds(self._store.recent_run_seconds(service)))
+            self._cache[service] = cached
+        return cached[1]
+
+
+def _check_run_id(run_id: str | None) -> None:
+    if run_id is not None and (len(run_id) > 1024 or "\x00" in run_id):
+        raise BadRequest("RUNID: at most 1024 characters, and no NUL")
+
+
+def _destruction_default(service: Service, now):
+    return timeutil.add_seconds(now, service.lifetime) if service.lifetime else None
+
+
+def parse_duration(text: str) -> int:
+    """Execution duration in whole seconds (fractions round up); BadRequest otherwise."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise BadRequest(f"EXECUTIONDURATION: not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadRequest("EXECUTIONDURATION: must be a non-negative number of seconds")
+    if value > 2**31 - 1:
+        raise BadRequest("EXECUTIONDURATION: too large")
+    return math.ceil(value)

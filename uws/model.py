@@ -1,0 +1,80 @@
+"""Job records: plain dataclasses with no storage or HTTP in them."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import uuid
+
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+
+from .phases import Phase
+
+
+def new_job_id() -> str:
+    # Lowercase hex only: a legal path segment that also survives the
+    # uws-client ``lstrip('https://')`` bug (ids starting with h, t, p, s).
+    return uuid.uuid4().hex
+
+
+def is_job_id(text: str) -> bool:
+    return _JOB_ID.fullmatch(text) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    name: str
+    value: str
+    by_reference: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    id: str
+    path: str          # relative to the job's result directory
+    mime_type: str = "application/octet-stream"
+    size: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorSummary:
+    type: str          # "fatal" or "transient" (UWS 1.1 ErrorType)
+    message: str
+    detail: str | None = None
+
+    @property
+    def has_detail(self) -> bool:
+        return bool(self.detail)
+
+
+@dataclasses.dataclass
+class Job:
+    id: str
+    service: str
+    owner: str                      # "" when there was no authenticated creator
+    phase: Phase
+    creation_time: dt.datetime
+    execution_duration: int         # seconds, 0 = unlimited
+    destruction: dt.datetime | None
+    run_id: str | None = None
+    quote: dt.datetime | None = None
+    start_time: dt.datetime | None = None
+    end_time: dt.datetime | None = None
+    error: ErrorSummary | None = None
+    progress: float | None = None   # percent complete, 0..100
+    progress_message: str | None = None
+    parameters: list[Parameter] = dataclasses.field(default_factory=list)
+    results: list[Result] = dataclasses.field(default_factory=list)
+
+    def parameter_values(self, name: str) -> list[str]:
+        return [p.value for p in self.parameters if p.name == name]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRef:
+    """One line of a job list: what ``<uws:jobref>`` shows."""
+    id: str
+    phase: Phase
+    run_id: str | None
+    owner: str
+    creation_time: dt.datetime

@@ -1,0 +1,1 @@
+"""Representations of jobs: XML (lxml); HTML lives in templates/."""

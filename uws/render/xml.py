@@ -1,0 +1,206 @@
+"""UWS 1.1 XML documents, written with lxml in the order the schema requires.
+
+Roots carry ``version="1.1"`` and declare the literal prefixes ``uws``,
+``xlink`` and ``xsi`` (namespace-unaware clients match on them).
+"""
+from __future__ import annotations
+
+import io
+from typing import Callable, Iterable, Iterator
+
+from lxml import etree
+
+from ..model import Job, JobRef
+from .. import timeutil
+from ..timeutil import format_time
+
+UWS_NS = "http://www.ivoa.net/xml/UWS/v1.0"
+XLINK_NS = "http://www.w3.org/1999/xlink"
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+NSMAP = {"uws": UWS_NS, "xlink": XLINK_NS, "xsi": XSI_NS}
+VERSION = "1.1"
+
+_U = "{%s}" % UWS_NS
+_HREF = "{%s}href" % XLINK_NS
+_TYPE = "{%s}type" % XLINK_NS
+_NIL = "{%s}nil" % XSI_NS
+
+
+class Links:
+    """Absolute URLs of one job's resources, built from the request's base."""
+
+    def __init__(self, job_url: str):
+        self.job_url = job_url
+
+    def result(self, result_id: str) -> str:
+        return f"{self.job_url}/results/{result_id}"
+
+    def parameter(self, name: str) -> str:
+        return f"{self.job_url}/parameters/{name}"
+
+
+def _sub(parent, tag: str, text: str | None = None, nil: bool = False):
+    el = etree.SubElement(parent, _U + tag)
+    if nil:
+        el.set(_NIL, "true")
+    elif text is not None:
+        el.text = text
+    return el
+
+
+def _time(parent, tag: str, value) -> None:
+    _sub(parent, tag, format_time(value), nil=value is None)
+
+
+def _root(tag: str):
+    el = etree.Element(_U + tag, nsmap=NSMAP)
+    el.set("version", VERSION)
+    return el
+
+
+def _tostring(el) -> bytes:
+    return etree.tostring(el, xml_declaration=True, encoding="UTF-8")
+
+
+def parameter_value(job_param, links: Links) -> str:
+    """The text shown for a parameter: by-reference uploads become their URL."""
+    if job_param.by_reference and job_param.value.startswith("param:"):
+        return links.parameter(job_param.name)
+    return job_param.value
+
+
+def _parameters(parent, job: Job, links: Links):
+    el = etree.SubElement(parent, _U + "parameters") if parent is not None \
+        else etree.Element(_U + "parameters", nsmap=NSMAP)
+    for p in job.parameters:
+        child = etree.SubElement(el, _U + "parameter", id=p.name)
+        if p.by_reference:
+            child.set("byReference", "true")
+        child.text = _xml_safe(parameter_value(p, links))
+    return el
+
+
+def _results(parent, job: Job, links: Links):
+    el = etree.SubElement(parent, _U + "results") if parent is not None \
+        else etree.Element(_U + "results", nsmap=NSMAP)
+    for r in job.results:
+        child = etree.SubElement(el, _U + "result", id=r.id)
+        child.set(_TYPE, "simple")
+        child.set(_HREF, links.result(r.id))
+        if r.size is not None:
+            child.set("size", str(r.size))
+        child.set("mime-type", r.mime_type)
+    return el
+
+
+def _error(parent, job: Job) -> None:
+    err = job.error
+    el = etree.SubElement(parent, _U + "errorSummary", type=err.type,
+                          hasDetail="true" if err.has_detail else "false")
+    _sub(el, "message", _xml_safe(err.message))
+
+
+INFO_NS = "urn:ivoa-uws-server:jobinfo"
+
+
+def progress_info(parent, job: Job, now) -> None:
+    """``<uws:jobInfo>`` content: percent complete, message, time spent and remaining."""
+    from ..estimates import elapsed_seconds, remaining_seconds
+    el = etree.SubElement(parent, "{%s}progress" % INFO_NS, nsmap={"info": INFO_NS})
+    if job.progress is not None:
+        el.set("percent", f"{job.progress:.1f}")
+    elapsed = elapsed_seconds(job, now)
+    if elapsed is not None:
+        el.set("elapsedSeconds", f"{elapsed:.1f}")
+    remaining = remaining_seconds(job, now)
+    if remaining is not None:
+        el.set("remainingSeconds", f"{remaining:.1f}")
+    if job.progress_message:
+        el.text = _xml_safe(job.progress_message)
+
+
+def job_document(job: Job, links: Links, now=None) -> bytes:
+    root = _root("job")
+    _sub(root, "jobId", job.id)
+    if job.run_id is not None:
+        _sub(root, "runId", _xml_safe(job.run_id))
+    _sub(root, "ownerId", job.owner or None, nil=not job.owner)
+    _sub(root, "phase", job.phase.value)
+    _time(root, "quote", job.quote)
+    _time(root, "creationTime", job.creation_time)
+    _time(root, "startTime", job.start_time)
+    _time(root, "endTime", job.end_time)
+    _sub(root, "executionDuration", str(job.execution_duration))
+    _time(root, "destruction", job.destruction)
+    _parameters(root, job, links)
+    _results(root, job, links)
+    if job.error is not None:
+        _error(root, job)
+    if job.progress is not None or job.start_time is not None:
+        progress_info(etree.SubElement(root, _U + "jobInfo"), job, now or timeutil.now())
+    return _tostring(root)
+
+
+def parameters_document(job: Job, links: Links) -> bytes:
+    return _tostring(_parameters(None, job, links))
+
+
+def results_document(job: Job, links: Links) -> bytes:
+    return _tostring(_results(None, job, links))
+
+
+_JOBREF, _PHASE, _RUNID = _U + "jobref", _U + "phase", _U + "runId"
+_OWNER, _CREATED = _U + "ownerId", _U + "creationTime"
+_NIL_TRUE = {_NIL: "true"}
+
+
+def job_list(refs: Iterable[JobRef], job_url: Callable[[str], str],
+             flush_every: int = 200) -> Iterator[bytes]:
+    """Stream a ``<uws:jobs>`` document, yielding bytes every few hundred jobrefs.
+
+    Jobrefs are written with ``xf.element`` so they reuse the root's namespace
+    declarations; the loop is inlined because lists are the hot path.
+    """
+    buf = io.BytesIO()
+    with etree.xmlfile(buf, encoding="UTF-8") as xf:
+        xf.write_declaration()
+        element, write = xf.element, xf.write
+        with element(_U + "jobs", nsmap=NSMAP, version=VERSION):
+            for n, ref in enumerate(refs, 1):
+                with element(_JOBREF, {"id": ref.id, _TYPE: "simple", _HREF: job_url(ref.id)}):
+                    with element(_PHASE):
+                        write(ref.phase.value)
+                    if ref.run_id is not None:
+                        with element(_RUNID):
+                            write(_xml_safe(ref.run_id))
+                    if ref.owner:
+                        with element(_OWNER):
+                            write(_xml_safe(ref.owner))
+                    else:
+                        with element(_OWNER, _NIL_TRUE):
+                            pass
+                    with element(_CREATED):
+                        write(format_time(ref.creation_time))
+                if n % flush_every == 0:
+                    xf.flush()
+                    yield _drain(buf)
+    yield _drain(buf)
+
+
+def _drain(buf: io.BytesIO) -> bytes:
+    data = buf.getvalue()
+    buf.seek(0)
+    buf.truncate()
+    return data
+
+
+def _xml_safe(text: str) -> str:
+    """Drop characters XML 1.0 cannot carry (control characters, lone surrogates)."""
+    if text.isprintable() or all(_ok(c) for c in text):
+        return text
+    return "".join(c for c in text if _ok(c))
+
+
+def _ok(c: str) -> bool:
+    o = ord(c)
+    return o in (9, 10, 13) or 0x20 <= o <= 0xD7FF or 0xE000 <= o <= 0xFFFD or o >= 0x10000

@@ -1,0 +1,270 @@
+"""Services (job lists) and their typed parameter declarations.
+
+Validation lives here so that the XML API and the HTML forms reject the same
+things with the same messages.  Names are case-insensitive (DALI 1.1 §3.1);
+values are kept exactly as sent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+from . import timeutil
+
+TYPES = ("string", "integer", "float", "boolean", "datetime", "enum", "file")
+TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+SERVICE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+URL_VALUE = re.compile(r"^https?://[^\s]+$", re.IGNORECASE)
+
+#: UWS job-control names: never service parameters (UWS 1.1 §2.1.11).
+CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "ACTION", "METHOD"})
+
+
+class ParameterError(ValueError):
+    """A request parameter is unknown, missing or malformed (HTTP 400)."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: str = "string"
+    required: bool = False
+    default: str | None = None
+    description: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    max_length: int = 65536
+    choices: tuple[str, ...] = ()
+    multiple: bool = False
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise ValueError(f"parameter {self.name}: unknown type {self.type!r}")
+        if self.type == "enum" and not self.choices:
+            raise ValueError(f"parameter {self.name}: an enum needs choices")
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    def check(self, text: str) -> str:
+        """Validate one submitted value and return it unchanged."""
+        if len(text) > self.max_length:
+            raise ParameterError(self.name, f"longer than {self.max_length} characters")
+        if "\x00" in text:
+            raise ParameterError(self.name, "contains a NUL character")
+        self.convert(text)
+        return text
+
+    def convert(self, text: str):
+        """The typed value of ``text``; ParameterError if it is not one."""
+        kind = self.type
+        if kind == "string":
+            return text
+        if kind == "integer":
+            return self._in_range(_parse_int(self.name, text))
+        if kind == "float":
+            return self._in_range(_parse_float(self.name, text))
+        if kind == "boolean":
+            return _parse_bool(self.name, text)
+        if kind == "datetime":
+            try:
+                return timeutil.parse_time(text)
+            except ValueError as exc:
+                raise ParameterError(self.name, str(exc)) from None
+        if kind == "enum":
+            if text not in self.choices:
+                raise ParameterError(self.name, f"must be one of {', '.join(self.choices)}")
+            return text
+        # file: a URL kept by reference (uploads never come through here)
+        if not URL_VALUE.match(text):
+            raise ParameterError(self.name, "must be an uploaded file or an http(s) URL")
+        return text
+
+    def _in_range(self, number):
+        if self.minimum is not None and number < self.minimum:
+            raise ParameterError(self.name, f"must be at least {_num(self.minimum)}")
+        if self.maximum is not None and number > self.maximum:
+            raise ParameterError(self.name, f"must be at most {_num(self.maximum)}")
+        return number
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _parse_int(name: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ParameterError(name, f"not an integer: {text!r}") from None
+
+
+def _parse_float(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ParameterError(name, f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise ParameterError(name, f"not a finite number: {text!r}")
+    return value
+
+
+def _parse_bool(name: str, text: str) -> bool:
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ParameterError(name, f"not a boolean (true/false): {text!r}")
+
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """A file a command runner writes (relative to its working directory)."""
+    name: str
+    file: str
+    mime_type: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Service:
+    """One job list, mounted at ``/{name}``."""
+    name: str
+    description: str = ""
+    parameters: tuple[ParamSpec, ...] = ()
+    runner: str | None = None          # "package.module:function", called in a child process
+    command: tuple[str, ...] = ()      # or a command line; "{NAME}" is replaced by the value
+    outputs: tuple[Output, ...] = ()   # files a command writes that become results
+    retry: bool = False                # safe to re-run after a lost worker (else ERROR)
+    anonymous: bool = True             # may unauthenticated callers create and list jobs
+    max_jobs_per_owner: int = 0        # jobs one owner may keep (not ARCHIVED); 0 = no limit
+    execution_duration: int = 600      # default, seconds (0 = unlimited)
+    max_execution_duration: int = 3600
+    lifetime: int = 7 * 86400          # default destruction = creation + lifetime
+    max_lifetime: int = 30 * 86400
+    archive: bool = False              # at destruction: ARCHIVED instead of forgotten
+
+    def __post_init__(self):
+        if not SERVICE_NAME.match(self.name):
+            raise ValueError(f"bad service name {self.name!r}")
+        seen = set()
+        for spec in self.parameters:
+            key = spec.name.upper()
+            if key in seen or key in CONTROL_NAMES:
+                raise ValueError(f"service {self.name}: parameter name {spec.name!r} is taken")
+            seen.add(key)
+            if spec.is_file and spec.multiple:
+                raise ValueError(f"service {self.name}: file parameter {spec.name} cannot be multiple")
+        self._check_runner()
+
+    def _check_runner(self):
+        if self.runner and self.command:
+            raise ValueError(f"service {self.name}: give a runner or a command, not both")
+        for arg in self.command:
+            for name in PLACEHOLDER.findall(arg):
+                self.spec(name)     # an unknown placeholder is a configuration error
+
+    def command_line(self, values: dict[str, str]) -> list[str]:
+        """The command with each {NAME} replaced by its value; no shell is involved."""
+        def fill(match):
+            return values.get(self.spec(match.group(1)).name, "")
+        return [PLACEHOLDER.sub(fill, arg) for arg in self.command]
+
+    def spec(self, name: str) -> ParamSpec:
+        for spec in self.parameters:
+            if spec.name.upper() == name.upper():
+                return spec
+        raise ParameterError(name, f"unknown parameter for service {self.name!r}")
+
+    def clamp_duration(self, seconds: int) -> int:
+        """What the service grants for a requested execution duration."""
+        limit = self.max_execution_duration
+        if limit and (seconds <= 0 or seconds > limit):
+            return limit
+        return max(seconds, 0)
+
+
+@dataclasses.dataclass
+class Value:
+    """One validated parameter value of a request."""
+    name: str                  # the declared (canonical) name
+    value: str                 # the text, or the URL of a by-reference value
+    upload: object = None      # an uploaded file part, opaque to this layer
+    by_reference: bool = False # a URL standing for the value (file parameters)
+
+
+def collect(service: Service, pairs, uploads: dict, *, creating: bool) -> list[Value]:
+    """Validate a request's parameters against ``service``.
+
+    ``pairs`` are (name, text) in request order; ``uploads`` maps multipart
+    part names to file parts.  A file parameter is either a part of its own
+    name, ``param:PART`` naming a part (UWS 1.1 §2.2.3.1.1), or an http(s) URL.
+    With ``creating``, defaults fill in and required parameters are enforced.
+    """
+    values: list[Value] = []
+    referenced: set[str] = set()
+    for name, text in pairs:
+        spec = service.spec(name)
+        if spec.is_file and text.startswith("param:"):
+            part = text[len("param:"):]
+            if part not in uploads:
+                raise ParameterError(spec.name, f"no uploaded part named {part!r}")
+            referenced.add(part)
+            values.append(Value(spec.name, "", uploads[part], True))
+        else:
+            values.append(Value(spec.name, spec.check(text), by_reference=spec.is_file))
+    for part, upload in uploads.items():
+        if part in referenced:
+            continue
+        spec = service.spec(part)
+        if not spec.is_file:
+            raise ParameterError(spec.name, "expects a value, not an uploaded file")
+        values.append(Value(spec.name, "", upload, True))
+    _refuse_repeats(service, values)
+    if creating:
+        values.extend(_defaults(service, {v.name for v in values}))
+    return values
+
+
+def _refuse_repeats(service: Service, values: list[Value]) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v.name in seen and not service.spec(v.name).multiple:
+            raise ParameterError(v.name, "given more than once")
+        seen.add(v.name)
+
+
+def _defaults(service: Service, given: set[str]) -> list[Value]:
+    added = []
+    for spec in service.parameters:
+        if spec.name in given:
+            continue
+        if spec.required:
+            raise ParameterError(spec.name, "is required")
+        if spec.default is not None:
+            added.append(Value(spec.name, str(spec.default)))
+    return added
+
+
+def typed_values(service: Service, parameters) -> dict:
+    """Typed values for a runner: {name: value}, a list for multi-valued names."""
+    out: dict = {}
+    for p in parameters:
+        spec = service.spec(p.name)
+        value = p.value if spec.is_file else spec.convert(p.value)
+        if spec.multiple:
+            out.setdefault(spec.name, []).append(value)
+        else:
+            out[spec.name] = value
+    return out

@@ -1,0 +1,4 @@
+"""Storage: the only package that speaks SQL."""
+from .jobs import ListQuery, Store
+
+__all__ = ["ListQuery", "Store"]

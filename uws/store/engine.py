@@ -1,0 +1,42 @@
+"""Engines for SQLite (the embedded default) and PostgreSQL (shared deployments)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from .tables import metadata
+
+
+def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url, pool_size)
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
+                            pool_pre_ping=True, future=True)
+
+
+def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
+    path = sa.engine.make_url(url).database
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
+                              connect_args={"check_same_thread": False, "timeout": 30})
+
+    @sa.event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        # WAL: readers never block the writer; NORMAL: durable at checkpoints,
+        # a crash loses at most the last transactions, never corrupts.
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    return engine
+
+
+def create_schema(engine: sa.Engine) -> None:
+    metadata.create_all(engine)

@@ -1,0 +1,321 @@
+"""Job storage: owner-scoped queries and compare-and-set phase changes.
+
+``owner`` arguments scope every query: a string is one owner ("" is the
+anonymous owner); ``None`` means unscoped, for the system and administrators.
+Every phase change is one conditional UPDATE (``WHERE phase IN (...)``), so a
+race is decided by the database the same way in one process or on many.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+from typing import Callable, Iterable, Iterator
+
+import sqlalchemy as sa
+
+from .. import phases, timeutil
+from ..model import ErrorSummary, Job, JobRef, Parameter, Result
+from ..phases import Event, Phase
+from .engine import create_schema, make_engine
+from .running import RunningQueries
+from .tables import job as J, parameter as P, result as R
+
+
+@dataclasses.dataclass(frozen=True)
+class ListQuery:
+    """Filters of a job list (UWS 1.1 §2.2.2.1) plus our paging."""
+    phases: tuple[Phase, ...] = ()         # empty: every phase but ARCHIVED
+    after: dt.datetime | None = None       # creationTime strictly after
+    limit: int | None = None               # page size / LAST
+    offset: int = 0                        # the start=… extension
+    before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)
+
+
+_JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
+_PHASE = {p.value: p for p in Phase}
+
+
+class Store(RunningQueries):
+    def __init__(self, url: str, pool_size: int = 16):
+        self.url = url
+        self.engine = make_engine(url, pool_size)
+        self.listeners: list[Callable[[str], None]] = []
+        create_schema(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _changed(self, job_id: str) -> None:
+        for listener in self.listeners:
+            listener(job_id)
+
+    # -- creation and reading -------------------------------------------------
+
+    def insert_job(self, job: Job) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(_INSERT_JOB, _job_row(job))
+            if job.parameters:
+                conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
+
+    def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
+        key = {"id": job_id, "service": service, "owner": owner}
+        with self.engine.connect() as conn:
+            row = conn.execute(_GET_ANY if owner is None else _GET_OWNED, key).first()
+            if row is None:
+                return None
+            params = conn.execute(_GET_PARAMS, key).all()
+            results = conn.execute(_GET_RESULTS, key).all()
+        return _job(row, params, results)
+
+    def owner_of(self, job_id: str, service: str) -> str | None:
+        """The owner of a job, or None if there is no such job (for 403 vs 404)."""
+        with self.engine.connect() as conn:
+            return conn.execute(_GET_OWNER, {"id": job_id, "service": service}).scalar()
+
+    def phase_of(self, job_id: str, service: str, owner: str | None) -> Phase | None:
+        """The job's phase if it exists in ``service`` for ``owner`` (one indexed read)."""
+        key = {"id": job_id, "service": service, "owner": owner}
+        with self.engine.connect() as conn:
+            phase = conn.execute(_PHASE_ANY if owner is None else _PHASE_OWNED, key).scalar()
+        return None if phase is None else _PHASE[phase]
+
+    def phases_of(self, job_ids: Iterable[str]) -> dict[str, Phase]:
+        """Current phases of existing jobs (the WAIT poller's one query)."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(J.c.id, J.c.phase).where(J.c.id.in_(ids)))
+            return {r.id: Phase(r.phase) for r in rows}
+
+    # -- lists ------------------------------------------------------------------
+
+    def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:
+        stmt = _list_statement(owner is not None, bool(q.phases), q.after is not None,
+                               q.before is not None, q.limit is not None, bool(q.offset))
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt, _list_params(service, owner, q)).all()
+        return [JobRef(i, _PHASE[ph], run, own, ct) for i, ph, run, own, ct in rows]
+
+    def iter_jobs(self, service: str, owner: str | None, q: ListQuery,
+                  chunk: int = 1000) -> Iterator[JobRef]:
+        """Every matching job, newest first, fetched in keyset chunks so no
+        connection or snapshot is held while the caller streams."""
+        q = dataclasses.replace(q, limit=chunk)
+        while True:
+            page = self.list_jobs(service, owner, q)
+            yield from page
+            if len(page) < chunk:
+                return
+            last = page[-1]
+            q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
+
+    def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
+        # Only indexed columns, so the count is an index-only scan.
+        stmt = _filtered(sa.select(sa.func.count()), owner is not None, bool(q.phases),
+                         q.after is not None, q.before is not None)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
+
+    # -- changes ----------------------------------------------------------------
+
+    def transition(self, job_id: str, event: Event, owner: str | None = None,
+                   **fields) -> bool:
+        """Apply ``event`` if the job's phase allows it; True if this call won."""
+        to = phases.target(event)
+        values = {"phase": to.value, **fields}
+        now = timeutil.now()
+        if to is Phase.EXECUTING and "start_time" not in fields:
+            values["start_time"] = now
+        if to in phases.TERMINAL:
+            values.setdefault("end_time", now)
+            values.setdefault("lease_owner", None)
+            values.setdefault("lease_expires", None)
+            values.setdefault("deadline", None)
+        stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
+        with self.engine.begin() as conn:
+            won = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).rowcount == 1
+        if won:
+            self._changed(job_id)
+        return won
+
+    def update_if(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
+        """Set plain fields while the job is in one of ``in_phases``."""
+        stmt = (J.update().where(J.c.id == job_id,
+                                 J.c.phase.in_([p.value for p in in_phases]))
+                .values(**fields))
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def set_parameters(self, job_id: str, replace: set[str], params: list[Parameter],
+                       run_id: str | None = None) -> bool:
+        """While PENDING: drop the named parameters, then add ``params`` (and set
+        the run id when one is given)."""
+        fields = {"phase": Phase.PENDING.value}
+        if run_id is not None:
+            fields["run_id"] = run_id
+        with self.engine.begin() as conn:
+            # The UPDATE takes the row's write lock and checks the phase in one
+            # step, so a concurrent RUN cannot slip in between.
+            locked = conn.execute(J.update().where(
+                J.c.id == job_id, J.c.phase == Phase.PENDING.value).values(
+                **fields)).rowcount == 1
+            if not locked:
+                return False
+            if replace:
+                conn.execute(P.delete().where(P.c.job_id == job_id, P.c.name.in_(replace)))
+            start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(P.c.seq), -1))
+                                 .where(P.c.job_id == job_id)).scalar_one() + 1
+            if params:
+                conn.execute(P.insert(), _param_rows(job_id, params, start))
+        return True
+
+    def delete_job(self, job_id: str, service: str | None = None,
+                   owner: str | None = None) -> bool:
+        """Forget a job (scoped to its service and owner when given); True if it existed."""
+        stmt = _DELETE
+        if service is not None:
+            stmt = stmt.where(J.c.service == service)
+        if owner is not None:
+            stmt = stmt.where(J.c.owner == owner)
+        with self.engine.begin() as conn:
+            # Parameters and results go with it (ON DELETE CASCADE; SQLite's
+            # foreign_keys pragma is on for every connection).
+            gone = conn.execute(stmt, {"id": job_id}).rowcount == 1
+        if gone:
+            self._changed(job_id)
+        return gone
+
+    def add_result(self, job_id: str, res: Result) -> bool:
+        """Record a result while the job exists and is not archived."""
+        with self.engine.begin() as conn:
+            # Lock the job row first: a result never outlives a deleted job.
+            alive = conn.execute(J.update().where(
+                J.c.id == job_id, J.c.phase != Phase.ARCHIVED.value).values(
+                id=J.c.id)).rowcount == 1
+            if not alive:
+                return False
+            conn.execute(R.delete().where(R.c.job_id == job_id, R.c.id == res.id))
+            seq = conn.execute(sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1))
+                               .where(R.c.job_id == job_id)).scalar_one() + 1
+            conn.execute(R.insert().values(job_id=job_id, id=res.id, seq=seq, path=res.path,
+                                           mime_type=res.mime_type, size=res.size))
+        return True
+
+    def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
+        self.update_if(job_id, [Phase.EXECUTING], progress=percent, progress_message=message)
+
+    def seed_jobs(self, service: str, count: int, owner: str = "",
+                  phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
+        """Bulk-insert finished jobs (benchmarks and scale tests)."""
+        from ..model import new_job_id
+        base = timeutil.now() - dt.timedelta(seconds=count)
+        with self.engine.begin() as conn:
+            for start in range(0, count, batch):
+                rows = [dict(id=new_job_id(), service=service, owner=owner, run_id=None,
+                             phase=phase.value, creation_time=base + dt.timedelta(seconds=i),
+                             execution_duration=0, priority=0)
+                        for i in range(start, min(count, start + batch))]
+                conn.execute(J.insert(), rows)
+
+
+# Hot statements, built once: only their parameters change between requests.
+_ID = (J.c.id == sa.bindparam("id"), J.c.service == sa.bindparam("service"))
+_OWNED = J.c.owner == sa.bindparam("owner")
+_GET_ANY = sa.select(J).where(*_ID)
+_GET_OWNED = _GET_ANY.where(_OWNED)
+_PHASE_ANY = sa.select(J.c.phase).where(*_ID)
+_PHASE_OWNED = _PHASE_ANY.where(_OWNED)
+_INSERT_JOB = J.insert()
+_DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
+_GET_OWNER = sa.select(J.c.owner).where(*_ID)
+_GET_PARAMS = sa.select(P.c.name, P.c.value, P.c.by_reference).where(
+    P.c.job_id == sa.bindparam("id")).order_by(P.c.seq)
+_GET_RESULTS = sa.select(R.c.id, R.c.path, R.c.mime_type, R.c.size).where(
+    R.c.job_id == sa.bindparam("id")).order_by(R.c.seq)
+
+
+def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
+    """The WHERE clause of a job list (UWS 1.1 §2.2.2.1 filters plus the keyset cursor)."""
+    stmt = stmt.where(J.c.service == sa.bindparam("service"))
+    if scoped:
+        stmt = stmt.where(J.c.owner == sa.bindparam("owner"))
+    if phases:
+        stmt = stmt.where(J.c.phase.in_(sa.bindparam("phases", expanding=True)))
+    else:
+        stmt = stmt.where(J.c.phase != Phase.ARCHIVED.value)
+    if after:
+        stmt = stmt.where(J.c.creation_time >= sa.bindparam("after", type_=sa.DateTime))
+    if before:
+        ct = sa.bindparam("before_time", type_=sa.DateTime)
+        stmt = stmt.where(J.c.creation_time <= ct,
+                          sa.or_(J.c.creation_time < ct, J.c.id < sa.bindparam("before_id")))
+    return stmt
+
+
+@functools.lru_cache(maxsize=128)
+def _list_statement(scoped: bool, phases: bool, after: bool, before: bool, limit: bool,
+                    offset: bool):
+    """A job-list page, built once per combination of filters (lists are the hot path)."""
+    stmt = _filtered(sa.select(*_JOBREF_COLUMNS), scoped, phases, after, before)
+    stmt = stmt.order_by(J.c.creation_time.desc(), J.c.id.desc())
+    if limit:
+        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer, literal_execute=True))
+    if offset:
+        stmt = stmt.offset(sa.bindparam("offset", type_=sa.Integer, literal_execute=True))
+    return stmt
+
+
+def _list_params(service: str, owner: str | None, q: ListQuery) -> dict:
+    params = {"service": service, "owner": owner, "limit": q.limit, "offset": q.offset,
+              "phases": [p.value for p in q.phases]}
+    if q.after is not None:
+        params["after"] = timeutil.next_millisecond(q.after)
+    if q.before is not None:
+        params["before_time"], params["before_id"] = q.before
+    return params
+
+
+@functools.lru_cache(maxsize=256)
+def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
+    """The conditional UPDATE of one event, built once per set of columns it sets."""
+    stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
+                             J.c.phase.in_([p.value for p in phases.sources(event)]))
+            .values({c: sa.bindparam(c) for c in columns}))
+    return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
+
+
+def _job_row(job: Job) -> dict:
+    err = job.error
+    return dict(
+        id=job.id, service=job.service, owner=job.owner, run_id=job.run_id,
+        phase=job.phase.value, creation_time=job.creation_time,
+        start_time=job.start_time, end_time=job.end_time,
+        execution_duration=job.execution_duration, destruction=job.destruction,
+        quote=job.quote, priority=0,
+        error_type=err.type if err else None, error_message=err.message if err else None,
+        error_detail=err.detail if err else None,
+    )
+
+
+def _param_rows(job_id: str, params: list[Parameter], start: int) -> list[dict]:
+    return [dict(job_id=job_id, seq=start + i, name=p.name, value=p.value,
+                 by_reference=p.by_reference) for i, p in enumerate(params)]
+
+
+def _job(row, params, results) -> Job:
+    error = None
+    if row.error_type:
+        error = ErrorSummary(row.error_type, row.error_message or "", row.error_detail)
+    return Job(
+        id=row.id, service=row.service, owner=row.owner, phase=Phase(row.phase),
+        creation_time=row.creation_time, execution_duration=row.execution_duration,
+        destruction=row.destruction, run_id=row.run_id, quote=row.quote,
+        start_time=row.start_time, end_time=row.end_time, error=error,
+        progress=row.progress, progress_message=row.progress_message,
+        parameters=[Parameter(name, value, bool(by_ref)) for name, value, by_ref in params],
+        results=[Result(*r) for r in results],
+    )
+
+

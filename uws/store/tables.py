@@ -1,0 +1,61 @@
+"""The SQL schema: three tables and the indexes the list queries walk."""
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index,
+                        Integer, MetaData, String, Table, Text)
+
+metadata = MetaData()
+
+job = Table(
+    "uws_job", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("service", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),   # "" = anonymous
+    Column("run_id", Text),
+    Column("phase", String(16), nullable=False),
+    Column("creation_time", DateTime, nullable=False),
+    Column("start_time", DateTime),
+    Column("end_time", DateTime),
+    Column("execution_duration", Integer, nullable=False),
+    Column("destruction", DateTime),
+    Column("quote", DateTime),
+    Column("error_type", String(16)),
+    Column("error_message", Text),
+    Column("error_detail", Text),
+    Column("progress", Float),
+    Column("progress_message", Text),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("lease_owner", String(64)),
+    Column("lease_expires", DateTime),
+    Column("deadline", DateTime),        # start + execution duration, while EXECUTING
+)
+
+# Lists are keyset pages over (creation_time, id) inside one service and owner;
+# phase is in the index so the default "not ARCHIVED" filter needs no row lookups.
+Index("ix_uws_job_list", job.c.service, job.c.owner, job.c.creation_time, job.c.id, job.c.phase)
+Index("ix_uws_job_phase", job.c.service, job.c.owner, job.c.phase, job.c.creation_time, job.c.id)
+# Unscoped (administrator) lists.
+Index("ix_uws_job_all", job.c.service, job.c.creation_time, job.c.id, job.c.phase)
+# The executor takes QUEUED jobs by priority, then oldest first.
+Index("ix_uws_job_queue", job.c.phase, job.c.priority, job.c.creation_time)
+Index("ix_uws_job_destruction", job.c.destruction)
+Index("ix_uws_job_running", job.c.phase, job.c.deadline)
+
+parameter = Table(
+    "uws_parameter", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("value", Text, nullable=False),
+    Column("by_reference", Boolean, nullable=False, default=False),
+)
+
+result = Table(
+    "uws_result", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("id", String(255), primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("mime_type", String(255), nullable=False),
+    Column("size", BigInteger),
+)

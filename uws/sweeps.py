@@ -1,0 +1,90 @@
+"""System-side use cases run on a schedule: execution-duration deadlines,
+destruction, and jobs whose worker was lost.
+
+Each sweep is idempotent and decided by conditional updates, so any number of
+processes may run them against one database at once.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from . import timeutil
+from .execution import lost
+from .execution.strays import kill_strays
+from .phases import Event
+
+log = logging.getLogger(__name__)
+
+
+class Sweeps:
+    def __init__(self, config, store, files, executor):
+        self.config = config
+        self.store = store
+        self.files = files
+        self.executor = executor
+
+    def enforce_deadlines(self) -> None:
+        """Abort EXECUTING jobs past their execution duration (UWS 1.1 §2.1.4)."""
+        for job_id in self.store.overdue_ids(timeutil.now()):
+            if self.store.transition(job_id, Event.ABORT, error_type="transient",
+                                     error_message="the execution duration was exceeded"):
+                self.executor.abort(job_id)
+
+    def destroy_expired(self) -> None:
+        """At destruction time: forget the job, or archive it (UWS 1.1 §2.1.5)."""
+        for job_id, service_name in self.store.expired(timeutil.now()):
+            service = self.config.services.get(service_name)
+            if service is not None and service.archive:
+                self._archive(job_id)
+            else:
+                self._destroy(job_id)
+
+    def _archive(self, job_id: str) -> None:
+        if self.store.transition(job_id, Event.ABORT):
+            self.executor.abort(job_id)
+        if self.store.archive(job_id):
+            self.files.remove_results(job_id)
+
+    def _destroy(self, job_id: str) -> None:
+        if self.store.transition(job_id, Event.ABORT):
+            self.executor.abort(job_id)
+        self.store.delete_job(job_id)
+        self.files.remove(job_id)
+
+    def recover_lost(self) -> None:
+        """EXECUTING jobs whose lease expired lost their worker."""
+        for job_id, service_name, _owner in self.store.lost_leases(timeutil.now()):
+            self._recover(job_id, service_name)
+
+    def recover_dead_local_workers(self) -> None:
+        """At start-up: leases held by processes of this host that no longer
+        exist are lost at once, without waiting for them to expire."""
+        prefix = f"{socket.gethostname()}:"
+        for job_id, service_name, owner in self.store.leases_of(prefix):
+            if not _alive(owner):
+                self._recover(job_id, service_name)
+
+    def _recover(self, job_id: str, service_name: str) -> None:
+        kill_strays(job_id)
+        service = self.config.services.get(service_name)
+        if lost.release(self.store, service, job_id, "the worker running this job was lost"):
+            self.executor.submit(job_id)
+        log.warning("job %s: its worker was lost", job_id)
+
+
+def _alive(lease_owner: str) -> bool:
+    try:
+        pid = int(lease_owner.split(":")[1])
+    except (IndexError, ValueError):
+        return True     # not ours to judge
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,1 @@
+"""HTTP layer: routing, request parsing and content negotiation."""

@@ -1,0 +1,164 @@
+"""The Flask application factory: wires store, files, executor and routes."""
+from __future__ import annotations
+
+import logging
+import os
+from urllib.parse import urlsplit
+
+from flask import Flask, current_app, request
+from werkzeug.exceptions import HTTPException
+
+from .. import config as config_mod
+from ..errors import Forbidden, UWSError
+from ..execution import NullExecutor
+from ..execution.process import ProcessExecutor
+from ..files import JobFiles
+from ..jobs import Jobs
+from ..resources import templates_dir
+from ..scheduler import start_scheduler
+from ..sweeps import Sweeps
+from ..store import Store
+from ..waiting import PhaseWatch
+from . import identity, job, joblist, pages, static
+from .http import text, wants_html
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config=None) -> Flask:
+    """Build the app from a Config, a dict shaped like the TOML file, a path to
+    one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide)."""
+    cfg = _as_config(config)
+    app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
+    # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_upload_bytes + (1 << 20)
+    app.config["MAX_FORM_MEMORY_SIZE"] = 1 << 20
+    app.extensions["uws"] = _build(cfg)
+    app.register_blueprint(joblist.bp)
+    app.register_blueprint(job.bp)
+    app.register_blueprint(static.bp)
+    pages.install(app)
+    _error_handlers(app)
+    app.before_request(_same_origin_only)
+    app.before_request(_identify)
+    app.after_request(_security_headers)
+    _start_background(app, cfg)
+    return app
+
+
+def _start_background(app: Flask, cfg: config_mod.Config) -> None:
+    api = app.extensions["uws"]
+    sweeps = Sweeps(cfg, api.store, api.files, api.executor)
+    sweeps.recover_dead_local_workers()     # before taking new work
+    api.executor.start()
+    if cfg.scheduler:
+        app.extensions["uws_scheduler"] = start_scheduler(sweeps)
+
+
+def _as_config(config) -> config_mod.Config:
+    if isinstance(config, config_mod.Config):
+        return config
+    if isinstance(config, dict):
+        return config_mod.from_dict(config, env=os.environ)
+    return config_mod.load(config or os.environ.get("UWS_CONFIG") or None)
+
+
+def _build(cfg: config_mod.Config) -> Jobs:
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(cfg.db_url, pool_size=min(cfg.threads, 32))
+    files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
+    watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
+    store.listeners.append(watch.notify)
+    if cfg.executor == "local":
+        executor = ProcessExecutor(cfg, store, files, cfg.slots)
+    elif cfg.executor == "none":
+        executor = NullExecutor()
+    else:
+        raise ValueError(f"unknown executor {cfg.executor!r}")
+    return Jobs(cfg, store, files, executor, watch)
+
+
+def shutdown(app: Flask) -> None:
+    """Stop the executor and the WAIT poller and close database connections."""
+    api = app.extensions["uws"]
+    scheduler = app.extensions.get("uws_scheduler")
+    if scheduler is not None:
+        scheduler.shutdown(wait=True)
+    api.executor.stop()
+    api.watch.stop()
+    api.store.close()
+
+
+# Pages load only this server's own script and stylesheet (no inline script),
+# cannot be framed, and post forms only back to this server.
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def _same_origin_only() -> None:
+    """Refuse cross-site posts (CSRF): a browser names the page a form came from in
+    Origin (or Referer); another site's page is refused.  Clients such as pyvo and
+    uws-client send neither header and are not affected."""
+    if request.method not in UNSAFE_METHODS:
+        return
+    source = request.headers.get("Origin") or request.headers.get("Referer")
+    if not source:
+        return
+    if urlsplit(source).netloc != request.host:
+        raise Forbidden(f"cross-site request from {source!r} refused")
+
+
+def _identify() -> None:
+    """Authenticate every request once (bad credentials: 401 wherever they are sent),
+    refuse anonymous callers of services that require an identity, and answer a
+    change to a job the caller may not touch with 404/403 before its body is read."""
+    caller = identity.current_caller()
+    args = request.view_args or {}
+    api = current_app.extensions["uws"]
+    name = args.get("service")
+    if name not in api.config.services:
+        return
+    if not caller.owner:
+        identity.require_identity(api.config.services[name])
+    if "job_id" in args and request.method not in ("GET", "HEAD"):
+        api.check_access(name, args["job_id"], caller)
+
+
+def _security_headers(response):
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    if response.mimetype == "text/html":
+        response.headers.setdefault("Content-Security-Policy", PAGE_POLICY)
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+    return response
+
+
+def _error_handlers(app: Flask) -> None:
+    @app.errorhandler(UWSError)
+    def _uws_error(exc: UWSError):
+        if wants_html():
+            response = pages.error_page(exc.status, str(exc))
+        else:
+            response = text(f"{exc}\n", status=exc.status)
+        if exc.status == 401:
+            response.headers["WWW-Authenticate"] = app.extensions["uws"].config.auth.challenge()
+        return response
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        if wants_html():
+            response = pages.error_page(exc.code or 500, exc.description or "")
+        else:
+            response = text(f"{exc.description}\n", status=exc.code or 500)
+        for name, value in exc.get_headers():
+            if name.lower() == "allow" or name.lower() == "www-authenticate":
+                response.headers[name] = value
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        log.exception("unexpected error")
+        return text("internal server error\n", status=500)

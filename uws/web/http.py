@@ -1,0 +1,130 @@
+"""Request parsing and response helpers shared by the routes."""
+from __future__ import annotations
+
+from flask import Response, current_app, request
+
+from ..errors import BadRequest, UWSError
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+XML_TYPE = "text/xml; charset=utf-8"
+TEXT_TYPE = "text/plain; charset=utf-8"
+
+
+class UnsupportedMediaType(UWSError):
+    status = 415
+
+
+def wants_html() -> bool:
+    """True when the client ranks HTML above XML (browsers); XML stays the default."""
+    accept = request.accept_mimetypes
+    return accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html" \
+        and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])
+
+
+def jobs_api():
+    """The use-case object of this app (uws.jobs.Jobs)."""
+    return current_app.extensions["uws"]
+
+
+def check_form_body() -> None:
+    """415 unless the body is empty or a form (what UWS clients send)."""
+    has_body = (request.content_length or 0) > 0 or "chunked" in \
+        request.headers.get("Transfer-Encoding", "").lower()
+    if has_body and request.mimetype not in FORM_TYPES:
+        raise UnsupportedMediaType(
+            f"unsupported body type {request.mimetype or 'unknown'!r}; "
+            "send application/x-www-form-urlencoded or multipart/form-data")
+
+
+def form_pairs(include_query: bool = True) -> list[tuple[str, str]]:
+    """(name, value) pairs of the query string and the form body, in order."""
+    check_form_body()
+    pairs = list(request.args.items(multi=True)) if include_query else []
+    if request.method in ("POST", "PUT"):
+        pairs.extend(request.form.items(multi=True))
+    if any(not name for name, _ in pairs):
+        raise BadRequest("a form field has no name")
+    return pairs
+
+
+def uploads() -> dict:
+    """File parts of a multipart body, by part name; empty file inputs are skipped."""
+    if request.mimetype != "multipart/form-data":
+        return {}
+    files = {}
+    for name, part in request.files.items(multi=True):
+        if not name:
+            raise BadRequest("an uploaded part has no name")
+        if not part.filename and part.content_length in (0, None) and _empty(part):
+            continue
+        if name in files:
+            raise BadRequest(f"{name}: more than one file uploaded")
+        files[name] = part
+    return files
+
+
+def _empty(part) -> bool:
+    head = part.stream.read(1)
+    part.stream.seek(0)
+    return not head
+
+
+def split_control(pairs, names) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """Take the (case-insensitive) control names out of ``pairs``."""
+    control: dict[str, list[str]] = {}
+    rest = []
+    for name, value in pairs:
+        key = name.upper()
+        if key in names:
+            control.setdefault(key, []).append(value)
+        else:
+            rest.append((name, value))
+    return control, rest
+
+
+def single(control: dict, name: str) -> str | None:
+    values = control.get(name)
+    if not values:
+        return None
+    if len(set(values)) > 1:
+        raise BadRequest(f"{name}: given more than once with different values")
+    return values[0]
+
+
+def query_values(name: str) -> list[str]:
+    """Values of a query parameter, its name matched case-insensitively."""
+    key = name.upper()
+    return [v for k, v in request.args.items(multi=True) if k.upper() == key]
+
+
+def query_value(name: str) -> str | None:
+    values = query_values(name)
+    if len(values) > 1:
+        raise BadRequest(f"{name}: given more than once")
+    return values[0] if values else None
+
+
+def base_url() -> str:
+    """scheme://host[:port]/prefix/ exactly as the client addressed us."""
+    return request.url_root
+
+
+def job_url(service: str, job_id: str) -> str:
+    return f"{base_url()}{service}/{job_id}"
+
+
+def see_other(location: str) -> Response:
+    return Response(f"See {location}\n", status=303, headers={"Location": location},
+                    content_type=TEXT_TYPE)
+
+
+#: Headers of a representation chosen by the Accept header (HTML or XML), for caches.
+NEGOTIATED = {"Vary": "Accept"}
+
+
+def xml(body, status: int = 200, headers=None) -> Response:
+    return Response(body, status=status, content_type=XML_TYPE, headers=headers)
+
+
+def text(body: str, status: int = 200, headers=None) -> Response:
+    return Response(body, status=status, content_type=TEXT_TYPE, headers=headers)

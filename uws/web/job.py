@@ -1,0 +1,274 @@
+"""One job and its children: /{jobs}/{id}[/phase|/executionduration|...]."""
+from __future__ import annotations
+
+import io
+
+from flask import Blueprint, request, send_file
+from werkzeug.datastructures import FileStorage
+
+from ..errors import BadRequest, NotFound
+from ..jobs import Caller
+from ..phases import parse_phase
+from ..render import xml as xmlr
+from ..timeutil import format_time
+from . import forms, identity, pages
+from .http import (FORM_TYPES, NEGOTIATED, UnsupportedMediaType, base_url, form_pairs,
+                   job_url, jobs_api, query_value, see_other, single, split_control, text,
+                   uploads, wants_html, xml)
+
+bp = Blueprint("job", __name__)
+JOB = "/<service>/<job_id>"
+JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID"})
+
+
+def caller() -> Caller:
+    return identity.current_caller()
+
+
+def _job(service: str, job_id: str):
+    return jobs_api().get(service, job_id, caller())
+
+
+def _links(service: str, job_id: str) -> xmlr.Links:
+    return xmlr.Links(job_url(service, job_id))
+
+
+def _back_to_job(service: str, job_id: str):
+    return see_other(job_url(service, job_id))
+
+
+def _back_to_list(service: str):
+    return see_other(f"{base_url()}{service}?LAST={jobs_api().config.redirect_last}")
+
+
+# -- the job ------------------------------------------------------------------------
+
+@bp.route(JOB, methods=["GET"])
+def get_job(service: str, job_id: str):
+    api = jobs_api()
+    wait = query_value("WAIT")
+    if wait is None:
+        job = api.get(service, job_id, caller())
+    else:
+        job = api.wait(service, job_id, _wait_seconds(wait), _wait_phase(), caller())
+    if wants_html():
+        return pages.job_page(job)
+    return xml(xmlr.job_document(job, _links(service, job_id)), headers=NEGOTIATED)
+
+
+def _wait_seconds(text_value: str) -> int:
+    try:
+        return int(text_value)
+    except ValueError:
+        raise BadRequest(f"WAIT: not an integer number of seconds: {text_value!r}") from None
+
+
+def _wait_phase():
+    value = query_value("PHASE")
+    if value is None:
+        return None
+    try:
+        return parse_phase(value)
+    except ValueError as exc:
+        raise BadRequest(f"PHASE: {exc}") from None
+
+
+@bp.route(JOB, methods=["POST"])
+def post_job(service: str, job_id: str):
+    api = jobs_api()
+    control, pairs = split_control(form_pairs(), JOB_CONTROL)
+    if _wants_delete(control):
+        api.delete(service, job_id, caller())
+        return _back_to_list(service)
+    files = uploads()
+    run_id = single(control, "RUNID")
+    if pairs or files or run_id is not None:
+        api.update_parameters(service, job_id, pairs, files, caller(), run_id)
+    else:
+        _job(service, job_id)   # 404/403 even for an empty POST
+    phase = single(control, "PHASE")
+    if phase is not None:
+        _change_phase(service, job_id, phase)
+    return _back_to_job(service, job_id)
+
+
+def _wants_delete(control: dict) -> bool:
+    for name in ("ACTION", "METHOD"):
+        value = single(control, name)
+        if value is not None and value.upper() != "DELETE":
+            raise BadRequest(f"{name}: only DELETE is supported, not {value!r}")
+        if value is not None:
+            return True
+    return False
+
+
+@bp.route(JOB, methods=["DELETE"])
+def delete_job(service: str, job_id: str):
+    jobs_api().delete(service, job_id, caller())
+    return _back_to_list(service)
+
+
+# -- phase, executionduration, destruction --------------------------------------------
+
+@bp.route(JOB + "/phase", methods=["GET"])
+def get_phase(service: str, job_id: str):
+    return text(_job(service, job_id).phase.value)
+
+
+@bp.route(JOB + "/phase", methods=["POST"])
+def post_phase(service: str, job_id: str):
+    _change_phase(service, job_id, _required_form_value("PHASE"))
+    return _back_to_job(service, job_id)
+
+
+def _change_phase(service: str, job_id: str, phase: str) -> None:
+    word = phase.strip().upper()
+    if word == "RUN":
+        jobs_api().run(service, job_id, caller())
+    elif word == "ABORT":
+        jobs_api().abort(service, job_id, caller())
+    else:
+        raise BadRequest(f"PHASE: must be RUN or ABORT, not {phase!r}")
+
+
+def _required_form_value(name: str) -> str:
+    control, rest = split_control(form_pairs(), {name})
+    if rest:
+        raise BadRequest(f"unexpected parameter {rest[0][0]!r}; only {name} is accepted here")
+    value = single(control, name)
+    if value is None:
+        raise BadRequest(f"{name} is required")
+    return value
+
+
+@bp.route(JOB + "/executionduration", methods=["GET"])
+def get_duration(service: str, job_id: str):
+    return text(str(_job(service, job_id).execution_duration))
+
+
+@bp.route(JOB + "/executionduration", methods=["POST"])
+def post_duration(service: str, job_id: str):
+    value = _required_form_value("EXECUTIONDURATION")
+    jobs_api().set_execution_duration(service, job_id, value, caller())
+    return _back_to_job(service, job_id)
+
+
+@bp.route(JOB + "/destruction", methods=["GET"])
+def get_destruction(service: str, job_id: str):
+    return text(format_time(_job(service, job_id).destruction))
+
+
+@bp.route(JOB + "/destruction", methods=["POST"])
+def post_destruction(service: str, job_id: str):
+    value = _required_form_value("DESTRUCTION")
+    jobs_api().set_destruction(service, job_id, value, caller())
+    return _back_to_job(service, job_id)
+
+
+# -- read-only children ----------------------------------------------------------------
+
+@bp.route(JOB + "/quote", methods=["GET"])
+def get_quote(service: str, job_id: str):
+    return text(format_time(_job(service, job_id).quote))
+
+
+@bp.route(JOB + "/owner", methods=["GET"])
+def get_owner(service: str, job_id: str):
+    return text(_job(service, job_id).owner)
+
+
+@bp.route(JOB + "/error", methods=["GET"])
+def get_error(service: str, job_id: str):
+    error = _job(service, job_id).error
+    if error is None:
+        return text("")
+    return text(error.detail or error.message)
+
+
+@bp.route(JOB + "/results", methods=["GET"])
+def get_results(service: str, job_id: str):
+    return xml(xmlr.results_document(_job(service, job_id), _links(service, job_id)))
+
+
+@bp.route(JOB + "/results/<result_id>", methods=["GET"])
+def get_result(service: str, job_id: str, result_id: str):
+    job = _job(service, job_id)
+    for r in job.results:
+        if r.id == result_id:
+            path = jobs_api().files.result_path(job_id, r.path)
+            if not path.is_file():
+                raise NotFound(f"result {result_id!r} is no longer available")
+            return _download(path, r.mime_type, path.name)
+    raise NotFound(f"no result {result_id!r}")
+
+
+def _download(path, mime_type: str, name: str):
+    """A job's file: streamed with ranges, as an attachment of its declared type, and
+    sandboxed so that even a result that is HTML can never run script on this origin."""
+    response = send_file(path, mimetype=mime_type, conditional=True, as_attachment=True,
+                         download_name=name, max_age=0)
+    response.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
+
+
+# -- parameters ------------------------------------------------------------------------
+
+@bp.route(JOB + "/parameters", methods=["GET"])
+def get_parameters(service: str, job_id: str):
+    job = _job(service, job_id)
+    return xml(xmlr.parameters_document(job, _links(service, job_id)))
+
+
+@bp.route(JOB + "/parameters", methods=["POST"])
+def post_parameters(service: str, job_id: str):
+    control, pairs = split_control(form_pairs(), {"RUNID"})
+    if wants_html():
+        pairs = forms.browser_pairs(jobs_api().service(service), pairs)
+    jobs_api().update_parameters(service, job_id, pairs, uploads(), caller(),
+                                 single(control, "RUNID"))
+    return _back_to_job(service, job_id)
+
+
+@bp.route(JOB + "/parameters/<name>", methods=["GET"])
+def get_parameter(service: str, job_id: str, name: str):
+    job = _job(service, job_id)
+    params = [p for p in job.parameters if p.name.upper() == name.upper()]
+    if not params:
+        raise NotFound(f"job has no parameter {name!r}")
+    p = params[0]
+    if p.by_reference and p.value.startswith("param:"):
+        path = jobs_api().files.upload_path(job_id, p.name)
+        return _download(path, "application/octet-stream", p.name)
+    return text("\n".join(q.value for q in params))
+
+
+@bp.route(JOB + "/parameters/<name>", methods=["PUT"])
+def put_parameter(service: str, job_id: str, name: str):
+    api = jobs_api()
+    if request.mimetype in FORM_TYPES:
+        pairs, files = form_pairs(include_query=False), uploads()
+    elif request.mimetype in ("", "text/plain", "application/octet-stream"):
+        pairs, files = _raw_body_value(api, service, name)
+    else:
+        raise UnsupportedMediaType(f"unsupported body type {request.mimetype!r}")
+    api.update_parameters(service, job_id, pairs, files, caller())
+    return _back_to_job(service, job_id)
+
+
+def _raw_body_value(api, service: str, name: str):
+    body = request.get_data(cache=False)
+    spec = api.service(service).spec(name) if _known(api, service, name) else None
+    if spec is not None and spec.is_file and request.mimetype == "application/octet-stream":
+        return [], {spec.name: FileStorage(io.BytesIO(body), filename=spec.name)}
+    try:
+        return [(name, body.decode("utf-8"))], {}
+    except UnicodeDecodeError:
+        raise BadRequest(f"{name}: the value is not UTF-8 text") from None
+
+
+def _known(api, service: str, name: str) -> bool:
+    try:
+        api.service(service).spec(name)
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,90 @@
+"""What the job page shows of one job: links, allowed actions, progress."""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import estimates, phases, timeutil
+from ..model import Job, Parameter
+from ..phases import Phase
+from ..render.xml import Links
+
+
+@dataclasses.dataclass(frozen=True)
+class ParameterView:
+    name: str
+    value: str
+    url: str | None       # set for by-reference values: a download or the referenced URL
+    uploaded: bool
+
+
+@dataclasses.dataclass
+class JobView:
+    job: Job
+    links: Links
+
+    @property
+    def url(self) -> str:
+        return self.links.job_url
+
+    @property
+    def title(self) -> str:
+        return self.job.run_id or self.job.id
+
+    @property
+    def active(self) -> bool:
+        return self.job.phase in phases.ACTIVE
+
+    @property
+    def can_run(self) -> bool:
+        return phases.allowed(phases.Event.RUN, self.job.phase)
+
+    @property
+    def can_abort(self) -> bool:
+        return phases.allowed(phases.Event.ABORT, self.job.phase)
+
+    @property
+    def duration_editable(self) -> bool:
+        return self.job.phase not in phases.FINISHED | {Phase.EXECUTING}
+
+    @property
+    def destruction_editable(self) -> bool:
+        return self.job.phase is not Phase.ARCHIVED
+
+    @property
+    def parameters_editable(self) -> bool:
+        return self.job.phase is Phase.PENDING
+
+    @property
+    def shows_progress(self) -> bool:
+        return self.job.start_time is not None or self.job.progress is not None
+
+    @property
+    def percent(self) -> float:
+        if self.job.phase is Phase.COMPLETED:
+            return 100.0
+        return self.job.progress or 0.0
+
+    @property
+    def elapsed(self) -> float | None:
+        return estimates.elapsed_seconds(self.job, timeutil.now())
+
+    @property
+    def remaining(self) -> float | None:
+        return estimates.remaining_seconds(self.job, timeutil.now())
+
+    def parameters(self) -> list[ParameterView]:
+        return [self._parameter(p) for p in self.job.parameters]
+
+    def _parameter(self, p: Parameter) -> ParameterView:
+        uploaded = p.by_reference and p.value.startswith("param:")
+        if uploaded:
+            return ParameterView(p.name, p.name, self.links.parameter(p.name), True)
+        return ParameterView(p.name, p.value, p.value if p.by_reference else None, False)
+
+    def parameter_values(self) -> dict[str, list[str]]:
+        """Current values by upper-case name, to fill the parameter form."""
+        out: dict[str, list[str]] = {}
+        for p in self.job.parameters:
+            if not p.by_reference:
+                out.setdefault(p.name.upper(), []).append(p.value)
+        return out

@@ -1,0 +1,98 @@
+"""Job-list filters (UWS 1.1 §2.2.2.1) and our paging extension, from the query string.
+
+Paging: ``extend=N`` asks for a page of N jobs, newest first, and ``start=K``
+skips K (an offset, kept for clients of the proposed UWS paging).  Every full
+page carries ``Link: <...>; rel="next"`` whose ``cursor`` is an opaque keyset
+position, so following pages cost the same however deep they are.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+from urllib.parse import urlencode
+
+from ..errors import BadRequest
+from ..model import is_job_id
+from ..phases import parse_phase
+from ..store import ListQuery
+from ..timeutil import parse_time
+from .http import query_value, query_values
+
+MAX_PAGE = 10000
+MAX_LAST = 2**31 - 1
+MAX_START = 100000     # deeper offsets cost a scan; the Link cursor does not
+
+
+def list_query() -> tuple[ListQuery, bool]:
+    """The ListQuery of this request, and whether it asked for paging."""
+    try:
+        phases = tuple(parse_phase(p) for p in query_values("PHASE"))
+    except ValueError as exc:
+        raise BadRequest(f"PHASE: {exc}") from None
+    after = time_value("AFTER")
+    last = int_value("LAST", minimum=1)
+    if last is not None:
+        last = min(last, MAX_LAST)      # "at most N": a larger N means every job
+    start = int_value("start", minimum=0) or 0
+    extend = int_value("extend", minimum=1)
+    cursor = query_value("cursor")
+    paged = extend is not None or start > 0 or cursor is not None
+    if last is not None and paged:
+        raise BadRequest("LAST cannot be combined with start, extend or cursor")
+    if start > MAX_START:
+        raise BadRequest(f"start: at most {MAX_START}; follow the Link header's cursor "
+                         "to page deeper")
+    if extend is not None and extend > MAX_PAGE:
+        raise BadRequest(f"extend: at most {MAX_PAGE}")
+    limit = last if last is not None else (extend or (100 if paged else None))
+    before = decode_cursor(cursor) if cursor is not None else None
+    return ListQuery(phases, after, limit, start, before), paged
+
+
+def int_value(name: str, minimum: int) -> int | None:
+    text = query_value(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name}: not an integer: {text!r}") from None
+    if value < minimum:
+        raise BadRequest(f"{name}: must be at least {minimum}")
+    return value
+
+
+def time_value(name: str) -> dt.datetime | None:
+    text = query_value(name)
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
+
+
+def encode_cursor(creation_time: dt.datetime, job_id: str) -> str:
+    raw = f"{creation_time.isoformat()}|{job_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> tuple[dt.datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        when, job_id = raw.split("|", 1)
+        if not is_job_id(job_id):
+            raise ValueError(job_id)
+        return dt.datetime.fromisoformat(when), job_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadRequest("cursor: not a cursor this server issued") from None
+
+
+def next_link(list_url: str, q: ListQuery, last_ref) -> str:
+    params = [("PHASE", p.value) for p in q.phases]
+    if q.after is not None:
+        params.append(("AFTER", q.after.isoformat() + "Z"))
+    params.append(("extend", str(q.limit)))
+    params.append(("cursor", encode_cursor(last_ref.creation_time, last_ref.id)))
+    return f'<{list_url}?{urlencode(params)}>; rel="next"'
