@@ -1,7 +1,9 @@
 """Cross-site posts and per-owner quotas."""
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import threading
 
 import pytest
 
@@ -52,3 +54,18 @@ def test_deleting_a_job_frees_quota(client):
         "http://localhost", "") for _ in range(3)]
     client.delete(paths[0])
     assert client.post("/sleep", data={"DURATION": "0"}).status_code == 303
+
+
+def test_concurrent_creations_never_exceed_the_owners_quota(live_server):
+    import requests
+    barrier = threading.Barrier(12)
+
+    def create():
+        barrier.wait()
+        return requests.post(f"{live_server.url}/sleep", data={"DURATION": "0"},
+                             allow_redirects=False, timeout=30).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(lambda _: create(), range(12)))
+    assert sorted(codes) == [303] * 3 + [403] * 9
+    assert requests.head(f"{live_server.url}/sleep").headers["X-Job-Count"] == "3"

@@ -130,7 +130,8 @@ class Jobs:
         try:
             job.parameters, staged = self._stage_values(job.id, values)
             self._install(job.id, staged)       # the job is not visible yet
-            self.store.insert_job(job)
+            if not self.store.insert_job(job, service.max_jobs_per_owner):
+                raise _over_quota(service)
         except BaseException:
             self.files.remove(job.id)
             raise
@@ -139,12 +140,11 @@ class Jobs:
         return job.id
 
     def _check_quota(self, service: Service, caller: Caller) -> None:
-        """403 when the owner already keeps the service's maximum number of jobs.
-        The count is an index range bounded by the limit itself, so it stays cheap."""
+        """403 early, before uploads are read, when the owner is already at the
+        service's limit; :meth:`Store.insert_job` enforces it exactly."""
         limit = service.max_jobs_per_owner
         if limit and self.store.count_jobs(service.name, caller.owner, ListQuery()) >= limit:
-            raise Forbidden(f"you already have {limit} jobs in {service.name!r}, its limit; "
-                            "delete some first")
+            raise _over_quota(service)
 
     def _stage_values(self, job_id: str, values):
         """Parameters for ``values``, and their uploads staged as {name: path}."""
@@ -304,3 +304,8 @@ def parse_duration(text: str) -> int:
     if value > 2**31 - 1:
         raise BadRequest("EXECUTIONDURATION: too large")
     return math.ceil(value)
+
+
+def _over_quota(service: Service) -> Forbidden:
+    return Forbidden(f"you already have {service.max_jobs_per_owner} jobs in "
+                     f"{service.name!r}, its limit; delete some first")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 from typing import Callable, Iterable, Iterator
 
 import sqlalchemy as sa
@@ -32,6 +33,10 @@ class ListQuery:
     before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)
 
 
+class _OverLimit(Exception):
+    """Rolls back an insertion that would exceed its owner's limit."""
+
+
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
 _PHASE = {p.value: p for p in Phase}
 
@@ -52,11 +57,34 @@ class Store(RunningQueries):
 
     # -- creation and reading -------------------------------------------------
 
-    def insert_job(self, job: Job) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(_INSERT_JOB, _job_row(job))
-            if job.parameters:
-                conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
+    def insert_job(self, job: Job, limit: int = 0) -> bool:
+        """Store a new job; with ``limit``, only if its owner then keeps at most
+        ``limit`` jobs of its service (False otherwise, nothing stored).
+
+        The count runs inside the inserting transaction after the owner's
+        creations are serialised (SQLite's single writer, a PostgreSQL advisory
+        lock), so concurrent creations cannot overshoot the limit.
+        """
+        try:
+            with self.engine.begin() as conn:
+                if limit:
+                    self._serialise_owner(conn, job.service, job.owner)
+                conn.execute(_INSERT_JOB, _job_row(job))
+                if job.parameters:
+                    conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
+                if limit and conn.execute(_COUNT_OWNED, {
+                        "service": job.service, "owner": job.owner}).scalar_one() > limit:
+                    raise _OverLimit
+        except _OverLimit:
+            return False
+        return True
+
+    def _serialise_owner(self, conn, service: str, owner: str) -> None:
+        if self.engine.dialect.name == "postgresql":
+            digest = hashlib.sha256(f"{service}\0{owner}".encode()).digest()
+            key = int.from_bytes(digest[:8], "big", signed=True)
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+        # SQLite needs nothing: the INSERT already holds its only write lock.
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
         key = {"id": job_id, "service": service, "owner": owner}
@@ -252,6 +280,10 @@ def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
         stmt = stmt.where(J.c.creation_time <= ct,
                           sa.or_(J.c.creation_time < ct, J.c.id < sa.bindparam("before_id")))
     return stmt
+
+
+# The jobs an owner keeps in a service, as a quota counts them.
+_COUNT_OWNED = _filtered(sa.select(sa.func.count()), True, False, False, False)
 
 
 @functools.lru_cache(maxsize=128)
