@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
+import socket
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from conftest import make_config
+from conftest import free_port, make_config
+from uwshelp import wait_for
 
 
 def test_a_cross_site_form_post_is_refused(client):
@@ -69,3 +74,37 @@ def test_concurrent_creations_never_exceed_the_owners_quota(live_server):
         codes = list(pool.map(lambda _: create(), range(12)))
     assert sorted(codes) == [303] * 3 + [403] * 9
     assert requests.head(f"{live_server.url}/sleep").headers["X-Job-Count"] == "3"
+
+
+@pytest.fixture
+def served(tmp_path):
+    """``uws serve`` itself (its waitress settings are under test), uploads capped at 1000 bytes."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uws", "serve", "--port", str(port),
+         "--data-dir", str(tmp_path / "data")], env={**env, "UWS_MAX_UPLOAD_BYTES": "1000"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _answers(port), timeout=20, step=0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_an_oversized_body_is_refused_before_it_is_sent(served):
+    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+        s.sendall(b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/x-www-form-urlencoded\r\n"
+                  b"Content-Length: 50000000\r\n\r\n")
+        status_line = s.recv(4096).split(b"\r\n", 1)[0]     # no body byte was sent
+    assert b" 413 " in status_line

@@ -121,6 +121,22 @@ def test_a_trusted_proxy_header_names_the_owner(client):
     assert client.get(f"{path}/owner", headers={"X-Remote-User": "dave"}).data == b"dave"
 
 
+def test_a_trusted_proxy_header_wins_over_credentials_the_proxy_passes_on(client):
+    # A proxy that authenticated with Basic may forward that header; it is its business.
+    forwarded = "Basic " + base64.b64encode(b"dave:proxy-password").decode()
+    r = client.post("/sleep", data={"DURATION": "0"},
+                    headers={"X-Remote-User": "dave", "Authorization": forwarded})
+    assert r.status_code == 303
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert client.get(f"{path}/owner", headers={"X-Remote-User": "dave"}).data == b"dave"
+
+
+def test_wrong_credentials_from_an_untrusted_address_answer_401_despite_the_header(client):
+    r = client.get("/sleep", environ_base={"REMOTE_ADDR": "192.0.2.7"},
+                   headers={"X-Remote-User": "dave", "Authorization": "Bearer guess"})
+    assert r.status_code == 401
+
+
 def test_the_proxy_header_from_an_untrusted_address_is_ignored(client):
     r = client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": "dave"},
                     environ_base={"REMOTE_ADDR": "192.0.2.7"})

@@ -200,6 +200,22 @@ def test_one_bad_value_in_a_post_changes_nothing(client):
     assert params_of(client, path) == before
 
 
+@pytest.mark.parametrize("query, body", [
+    ("", {"MESSAGE": "after", "RUNID": "after", "PHASE": "BOGUS"}),
+    ("?PHASE=RUN&PHASE=ABORT", {"MESSAGE": "after"}),
+])
+def test_a_post_to_the_job_with_a_bad_phase_changes_nothing(client, query, body):
+    path = create(client, DURATION="1", MESSAGE="before", RUNID="before")
+    before = job_xml(client, path)
+    r = client.post(f"{path}{query}", data=body)
+    assert r.status_code == 400
+    after = job_xml(client, path)
+    assert params_of(client, path) == [(p.get("id"), p.text or "") for p in
+                                       before.findall("uws:parameters/uws:parameter", NS)]
+    assert after.findtext("uws:runId", namespaces=NS) == "before"
+    assert after.findtext("uws:phase", namespaces=NS) == "PENDING"
+
+
 def test_update_of_an_unknown_job_answers_404(client):
     r = client.post("/sleep/0123456789abcdef0123456789abcdef/parameters", data={"DURATION": "1"})
     assert r.status_code == 404

@@ -32,7 +32,10 @@ def serve_command(args) -> int:
     app = create_app(cfg)
     server = waitress.create_server(app, host=cfg.host, port=cfg.port, threads=cfg.threads,
                                     channel_timeout=max(cfg.wait_max + 30, 120),
-                                    connection_limit=max(1000, cfg.threads * 2), ident="uws")
+                                    connection_limit=max(1000, cfg.threads * 2), ident="uws",
+                                    # waitress buffers a whole body before the app sees
+                                    # it: refuse larger ones as their headers arrive.
+                                    max_request_body_size=cfg.max_body_bytes)
     print(f"UWS server on http://{cfg.host}:{server.effective_port}/ "
           f"(data in {cfg.data_dir.resolve()})", flush=True)
 

@@ -37,6 +37,11 @@ class Config:
         return f"sqlite:///{Path(self.data_dir).resolve() / 'uws.sqlite3'}"
 
     @property
+    def max_body_bytes(self) -> int:
+        """Largest request body: an upload plus room for multipart framing and fields."""
+        return self.max_upload_bytes + (1 << 20)
+
+    @property
     def waiter_limit(self) -> int:
         return self.max_waiters or max(self.threads - 16, 1)
 

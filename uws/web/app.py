@@ -9,7 +9,7 @@ from flask import Flask, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
-from ..errors import Forbidden, UWSError
+from ..errors import BadRequest, Forbidden, UWSError
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
 from ..files import JobFiles
@@ -20,7 +20,7 @@ from ..sweeps import Sweeps
 from ..store import Store
 from ..waiting import PhaseWatch
 from . import identity, job, joblist, pages, static
-from .http import text, wants_html
+from .http import text, usable_host, wants_html
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def create_app(config=None) -> Flask:
     cfg = _as_config(config)
     app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
     # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
-    app.config["MAX_CONTENT_LENGTH"] = cfg.max_upload_bytes + (1 << 20)
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = 1 << 20
     app.extensions["uws"] = _build(cfg)
     app.register_blueprint(joblist.bp)
@@ -39,6 +39,7 @@ def create_app(config=None) -> Flask:
     app.register_blueprint(static.bp)
     pages.install(app)
     _error_handlers(app)
+    app.before_request(_usable_host)
     app.before_request(_same_origin_only)
     app.before_request(_identify)
     app.after_request(_security_headers)
@@ -96,6 +97,13 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
 
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def _usable_host() -> None:
+    """400 for a Host header no absolute URL can be built from (every document
+    carries absolute links)."""
+    if not usable_host():
+        raise BadRequest("the Host header does not name a usable host")
 
 
 def _same_origin_only() -> None:

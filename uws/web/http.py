@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from flask import Response, current_app, request
+from werkzeug.exceptions import BadHost
 
 from ..errors import BadRequest, UWSError
 
@@ -16,6 +17,8 @@ class UnsupportedMediaType(UWSError):
 
 def wants_html() -> bool:
     """True when the client ranks HTML above XML (browsers); XML stays the default."""
+    if not usable_host():
+        return False    # pages build links from the Host header; plain text needs none
     accept = request.accept_mimetypes
     return accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html" \
         and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])
@@ -102,6 +105,18 @@ def query_value(name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"{name}: given more than once")
     return values[0] if values else None
+
+
+def usable_host() -> bool:
+    """Whether absolute URLs can be built from the request's Host header (werkzeug
+    refuses some names, e.g. empty labels or invalid IDNA such as ``xn--a``)."""
+    if isinstance(request.routing_exception, BadHost):
+        return False
+    try:
+        request.url_root
+    except (UnicodeError, ValueError):
+        return False
+    return True
 
 
 def base_url() -> str:

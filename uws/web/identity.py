@@ -1,7 +1,9 @@
 """Who is calling: anonymous, HTTP Basic, bearer tokens, or a trusted proxy header.
 
 Credentials that are present but wrong always answer 401 (never a silent fall
-back to anonymous).  A service declaring ``anonymous = false`` answers 401 with
+back to anonymous).  A trusted proxy's header wins over an ``Authorization``
+header: the proxy authenticated the caller, and may pass its credentials on.
+A service declaring ``anonymous = false`` answers 401 with
 a challenge to callers without credentials.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ from werkzeug.security import check_password_hash
 from ..errors import UWSError
 from ..auth import AuthConfig, token_digest
 from ..jobs import ANONYMOUS, Caller
+
 
 class Unauthorized(UWSError):
     status = 401

@@ -80,13 +80,14 @@ def post_job(service: str, job_id: str):
     if _wants_delete(control):
         api.delete(service, job_id, caller())
         return _back_to_list(service)
-    files = uploads()
+    # Every control value is checked before anything changes: a 400 changes nothing.
+    phase = _phase_word(single(control, "PHASE"))
     run_id = single(control, "RUNID")
+    files = uploads()
     if pairs or files or run_id is not None:
         api.update_parameters(service, job_id, pairs, files, caller(), run_id)
     else:
         _job(service, job_id)   # 404/403 even for an empty POST
-    phase = single(control, "PHASE")
     if phase is not None:
         _change_phase(service, job_id, phase)
     return _back_to_job(service, job_id)
@@ -117,18 +118,25 @@ def get_phase(service: str, job_id: str):
 
 @bp.route(JOB + "/phase", methods=["POST"])
 def post_phase(service: str, job_id: str):
-    _change_phase(service, job_id, _required_form_value("PHASE"))
+    _change_phase(service, job_id, _phase_word(_required_form_value("PHASE")))
     return _back_to_job(service, job_id)
 
 
-def _change_phase(service: str, job_id: str, phase: str) -> None:
+def _phase_word(phase: str | None) -> str | None:
+    """RUN or ABORT from a PHASE value (None when absent); 400 for anything else."""
+    if phase is None:
+        return None
     word = phase.strip().upper()
+    if word not in ("RUN", "ABORT"):
+        raise BadRequest(f"PHASE: must be RUN or ABORT, not {phase!r}")
+    return word
+
+
+def _change_phase(service: str, job_id: str, word: str) -> None:
     if word == "RUN":
         jobs_api().run(service, job_id, caller())
-    elif word == "ABORT":
-        jobs_api().abort(service, job_id, caller())
     else:
-        raise BadRequest(f"PHASE: must be RUN or ABORT, not {phase!r}")
+        jobs_api().abort(service, job_id, caller())
 
 
 def _required_form_value(name: str) -> str:
