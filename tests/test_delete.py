@@ -65,6 +65,15 @@ def test_delete_redirect_is_a_list_that_can_be_fetched(client):
 
 # -- the job is forgotten ---------------------------------------------------------------------------
 
+def test_delete_redirect_works_for_clients_that_add_a_slash(client):
+    # uws-client 1.1 follows the 303 by appending its query to "{jobs}/".
+    path = create(client)
+    query = urlsplit(client.delete(path).headers["Location"]).query
+    r = client.get(f"/sleep/?{query}")
+    assert r.status_code == 200
+    assert job_id(path) not in r.get_data(as_text=True)
+
+
 def test_deleted_job_answers_404(client, delete):
     path = create(client)
     delete(client, path)

@@ -145,6 +145,23 @@ def test_a_real_browser_accept_header_gets_html(client):
     assert client.get("/sleep", headers=BROWSER).content_type == "text/html; charset=utf-8"
 
 
+@pytest.mark.parametrize("accept", [
+    "text/html, image/gif, image/jpeg, */*; q=0.2",       # Java 17 HttpURLConnection
+    "text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2",  # older JDKs
+])
+def test_java_clients_default_accept_gets_xml(client, accept):
+    """STILTS and TOPCAT send no Accept of their own: the JDK's default ranks
+    text/html first, yet they parse the answer as UWS XML."""
+    path = create(client)
+    for url in (path, "/sleep"):
+        r = client.get(url, headers={"Accept": accept})
+        assert r.content_type == "text/xml; charset=utf-8", url
+
+
+def test_a_client_naming_only_html_gets_html(client):
+    assert client.get("/sleep", headers=HTML).content_type == "text/html; charset=utf-8"
+
+
 def test_errors_are_pages_for_browsers_and_text_for_clients(client):
     missing = "/sleep/" + "0" * 32
     doc = page(client.get(missing, headers=HTML), status=404)

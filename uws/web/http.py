@@ -16,12 +16,24 @@ class UnsupportedMediaType(UWSError):
 
 
 def wants_html() -> bool:
-    """True when the client ranks HTML above XML (browsers); XML stays the default."""
+    """True for browsers; XML stays the default for everyone else.
+
+    A browser ranks HTML above XML and names application/xhtml+xml.  A client
+    that ranks text/html first but also takes anything (``*/*``) without
+    naming XHTML is a library default, e.g. Java's HttpURLConnection
+    (``text/html, image/gif, image/jpeg, */*; q=0.2``, what STILTS and TOPCAT
+    send): it gets XML.  ``Accept: text/html`` alone still gets HTML.
+    """
     if not usable_host():
         return False    # pages build links from the Host header; plain text needs none
     accept = request.accept_mimetypes
-    return accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html" \
-        and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])
+    if not (accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html"
+            and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])):
+        return False
+    # From the raw header: werkzeug drops entries such as Java's "*; q=.2".
+    named = {part.split(";", 1)[0].strip().lower()
+             for part in request.headers.get("Accept", "").split(",")}
+    return "application/xhtml+xml" in named or not named & {"*/*", "*"}
 
 
 def jobs_api():

@@ -25,7 +25,7 @@ def root():
     return text("\n".join(lines) + "\n", headers=NEGOTIATED)
 
 
-@bp.route("/<service>", methods=["GET", "HEAD"])
+@bp.route("/<service>", methods=["GET", "HEAD"], strict_slashes=False)
 def job_list(service: str):
     api = jobs_api()
     if request.method == "GET" and wants_html():
@@ -47,7 +47,7 @@ def job_list(service: str):
     return xml(b"".join(body), headers=headers)
 
 
-@bp.route("/<service>", methods=["POST"])
+@bp.route("/<service>", methods=["POST"], strict_slashes=False)
 def create_job(service: str):
     api = jobs_api()
     api.service(service)    # 404 before reading any upload
