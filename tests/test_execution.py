@@ -142,6 +142,15 @@ def test_destruction_on_an_archiving_service_keeps_metadata_and_drops_results(cl
     assert path.rsplit("/", 1)[1] not in client.get("/kept").get_data(as_text=True)
 
 
+def test_a_running_job_archived_at_its_destruction_time_says_why(client):
+    path = start(client, "kept", DURATION="60")
+    executing_with_pids(client, path)
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    client.post(f"{path}/destruction", data={"DESTRUCTION": when.isoformat()})
+    wait_for(lambda: phase(client, path) == "ARCHIVED", timeout=5)
+    assert "destruction time" in client.get(f"{path}/error").get_data(as_text=True)
+
+
 def test_quote_is_empty_without_history_and_set_once_runs_are_known(client, api):
     path = client.post("/sleep", data={"DURATION": "1"}).headers["Location"].replace(
         "http://localhost", "")

@@ -344,6 +344,15 @@ def test_non_integer_wait_is_400(client, value):
     assert elapsed < 1.0
 
 
+@pytest.mark.parametrize("value", ["-2", "-60", "-9999999999999999999"])
+def test_negative_wait_other_than_minus_one_is_400(client, value):
+    path = create(client, DURATION="5")
+    r, elapsed = timed_get(client, f"{path}?WAIT={value}")
+    assert r.status_code == 400
+    assert "WAIT" in r.get_data(as_text=True)
+    assert elapsed < 1.0
+
+
 @pytest.mark.parametrize("value", ["BOGUS", "RUN", ""])
 def test_unknown_phase_with_wait_is_400(client, value):
     path = create(client, DURATION="5")

@@ -42,19 +42,24 @@ class Sweeps:
                 self._destroy(job_id)
 
     def _archive(self, job_id: str) -> None:
-        if self.store.transition(job_id, Event.ABORT):
-            self.executor.abort(job_id)
+        self._cut_short(job_id)
         self.files.remove_results(job_id)     # first, for the reason given in _destroy
         self.store.archive(job_id)
 
     def _destroy(self, job_id: str) -> None:
-        if self.store.transition(job_id, Event.ABORT):
-            self.executor.abort(job_id)
+        self._cut_short(job_id)
         # Files first: once the job answers 404 its files are gone, and a crash
         # between the two steps leaves a row the next sweep finishes, not an
         # orphaned directory nobody will ever remove.
         self.files.remove(job_id)
         self.store.delete_job(job_id)
+
+    def _cut_short(self, job_id: str) -> None:
+        """End a job still pending or running at its destruction time, saying why
+        (a blocked WAIT sees it; an archived job keeps it)."""
+        if self.store.transition(job_id, Event.ABORT, error_type="transient",
+                                 error_message="the job reached its destruction time"):
+            self.executor.abort(job_id)
 
     def recover_lost(self) -> None:
         """EXECUTING jobs whose lease expired lost their worker."""

@@ -58,9 +58,12 @@ def get_job(service: str, job_id: str):
 
 def _wait_seconds(text_value: str) -> int:
     try:
-        return int(text_value)
+        seconds = int(text_value)
     except ValueError:
         raise BadRequest(f"WAIT: not an integer number of seconds: {text_value!r}") from None
+    if seconds < -1:    # UWS 1.1 §2.2.1.1 defines -1 (the longest wait) and nothing below
+        raise BadRequest(f"WAIT: must be -1 or a number of seconds, not {seconds}")
+    return seconds
 
 
 def _wait_phase():
