@@ -197,6 +197,41 @@ def test_json_body_answers_415(client):
     assert r.status_code == 415
 
 
+def test_a_compressed_body_answers_415_and_creates_nothing(client):
+    r = client.post("/sleep", data=b"DURATION=1", headers={"Content-Encoding": "gzip"},
+                    content_type="application/x-www-form-urlencoded")
+    assert r.status_code == 415
+    assert b"jobref" not in client.get("/sleep").data
+
+
+@pytest.mark.parametrize("content_type, body", [
+    ("multipart/form-data", b"DURATION=1"),                       # no boundary
+    ("multipart/form-data; boundary=xyz", b"not multipart at all"),
+    ("multipart/form-data; boundary=xyz",
+     b'--xyz\r\nContent-Disposition: form-data; name="DURATION"\r\n\r\n1\r\n'),  # cut off
+])
+def test_a_malformed_multipart_body_answers_400_and_creates_nothing(client, content_type, body):
+    r = client.post("/sleep", data=body, content_type=content_type)
+    assert r.status_code == 400
+    assert b"jobref" not in client.get("/sleep").data
+
+
+@pytest.mark.parametrize("where", ["body", "query"])
+def test_a_value_that_is_not_utf8_answers_400(client, where):
+    if where == "body":
+        r = client.post("/sleep", data=b"MESSAGE=%FF",
+                        content_type="application/x-www-form-urlencoded")
+    else:
+        r = client.post("/sleep?MESSAGE=caf%E9")
+    assert r.status_code == 400 and b"UTF-8" in r.data
+    assert b"jobref" not in client.get("/sleep").data
+
+
+def test_a_percent_sign_typed_by_the_user_is_kept(client):
+    path = client.post("/sleep", data={"MESSAGE": "100%FF"}).headers["Location"]
+    assert client.get(f"{path}/parameters/MESSAGE").data == b"100%FF"
+
+
 def test_value_given_as_a_file_part_for_a_non_file_parameter_answers_400(client):
     r = client.post("/sleep", data=upload(MESSAGE=(b"hello", "message.txt")),
                     content_type="multipart/form-data")

@@ -20,7 +20,7 @@ from ..sweeps import Sweeps
 from ..store import Store
 from ..waiting import PhaseWatch
 from . import identity, job, joblist, pages, static
-from .http import text, usable_host, wants_html
+from .http import MAX_FORM_BYTES, UWSRequest, text, usable_host, wants_html
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,8 @@ def create_app(config=None) -> Flask:
     app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
     # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
-    app.config["MAX_FORM_MEMORY_SIZE"] = 1 << 20
+    app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
+    app.request_class = UWSRequest
     app.extensions["uws"] = _build(cfg)
     app.register_blueprint(joblist.bp)
     app.register_blueprint(job.bp)

@@ -1,7 +1,9 @@
 """Request parsing and response helpers shared by the routes."""
 from __future__ import annotations
 
-from flask import Response, current_app, request
+from urllib.parse import unquote_to_bytes
+
+from flask import Request, Response, current_app, request
 from werkzeug.exceptions import BadHost
 
 from ..errors import BadRequest, UWSError
@@ -9,6 +11,7 @@ from ..errors import BadRequest, UWSError
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 XML_TYPE = "text/xml; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
+MAX_FORM_BYTES = 1 << 20     # urlencoded bodies (uploads go in multipart ones)
 
 
 class UnsupportedMediaType(UWSError):
@@ -41,31 +44,76 @@ def jobs_api():
     return current_app.extensions["uws"]
 
 
+class UWSRequest(Request):
+    """A malformed multipart body is an error, not an empty form."""
+
+    def make_form_data_parser(self):
+        parser = super().make_form_data_parser()
+        parser.silent = False
+        return parser
+
+
 def check_form_body() -> None:
-    """415 unless the body is empty or a form (what UWS clients send)."""
+    """415 unless the body is empty or a form (what UWS clients send), unencoded."""
     has_body = (request.content_length or 0) > 0 or "chunked" in \
         request.headers.get("Transfer-Encoding", "").lower()
-    if has_body and request.mimetype not in FORM_TYPES:
+    if not has_body:
+        return
+    if request.mimetype not in FORM_TYPES:
         raise UnsupportedMediaType(
             f"unsupported body type {request.mimetype or 'unknown'!r}; "
             "send application/x-www-form-urlencoded or multipart/form-data")
+    check_unencoded()
+
+
+def check_unencoded() -> None:
+    """415 for a compressed body: no client of ours sends one, and reading it as
+    plain bytes would store garbage."""
+    if request.content_encoding not in (None, "", "identity"):
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {request.content_encoding!r}")
 
 
 def form_pairs(include_query: bool = True) -> list[tuple[str, str]]:
     """(name, value) pairs of the query string and the form body, in order."""
     check_form_body()
-    pairs = list(request.args.items(multi=True)) if include_query else []
+    pairs = []
+    if include_query:
+        _check_utf8(request.query_string, "the query string")
+        pairs.extend(request.args.items(multi=True))
     if request.method in ("POST", "PUT"):
-        pairs.extend(request.form.items(multi=True))
+        pairs.extend(_form().items(multi=True))
     if any(not name for name, _ in pairs):
         raise BadRequest("a form field has no name")
     return pairs
+
+
+def _form():
+    """The parsed form body; 400 for one that cannot be parsed or decoded."""
+    if request.mimetype == FORM_TYPES[0] and (request.content_length or 0) <= MAX_FORM_BYTES:
+        _check_utf8(request.get_data(cache=True), "the form body")
+    try:
+        return request.form
+    except ValueError as exc:
+        raise BadRequest(f"malformed form body: {exc}") from None
+
+
+def _check_utf8(raw: bytes, where: str) -> None:
+    """werkzeug keeps undecodable escapes such as %FF as literal text; refuse them
+    instead, so every value is stored exactly as the client meant it."""
+    if b"%" not in raw and raw.isascii():
+        return
+    for pair in raw.split(b"&"):
+        try:
+            unquote_to_bytes(pair.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(f"{where} is not UTF-8 once percent-decoded") from None
 
 
 def uploads() -> dict:
     """File parts of a multipart body, by part name; empty file inputs are skipped."""
     if request.mimetype != "multipart/form-data":
         return {}
+    _form()     # parses the body, or answers 400
     files = {}
     for name, part in request.files.items(multi=True):
         if not name:

@@ -12,9 +12,9 @@ from ..phases import parse_phase
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
-from .http import (FORM_TYPES, NEGOTIATED, UnsupportedMediaType, base_url, form_pairs,
-                   job_url, jobs_api, query_value, see_other, single, split_control, text,
-                   uploads, wants_html, xml)
+from .http import (FORM_TYPES, NEGOTIATED, UnsupportedMediaType, base_url, check_unencoded,
+                   form_pairs, job_url, jobs_api, query_value, see_other, single,
+                   split_control, text, uploads, wants_html, xml)
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
@@ -267,6 +267,7 @@ def put_parameter(service: str, job_id: str, name: str):
 
 
 def _raw_body_value(api, service: str, name: str):
+    check_unencoded()
     body = request.get_data(cache=False)
     spec = api.service(service).spec(name) if _known(api, service, name) else None
     if spec is not None and spec.is_file and request.mimetype == "application/octet-stream":
