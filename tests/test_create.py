@@ -126,6 +126,20 @@ def test_runid_is_echoed_unchanged(client):
     assert text(job, "runId") == "TAPLINT-001 / ü <x>"
 
 
+@pytest.mark.parametrize("name", ["RUNID", "MESSAGE"])
+@pytest.mark.parametrize("value", ["r\x01s", "nul\x00", "esc\x1b[0m"])
+def test_a_value_the_job_document_cannot_show_answers_400(client, name, value):
+    r = client.post("/sleep", data={name: value})
+    assert r.status_code == 400 and name.encode() in r.data
+    assert b"jobref" not in client.get("/sleep").data
+
+
+def test_tabs_and_line_breaks_are_kept(client):
+    job = job_xml(client, create(client, RUNID="a\tb", MESSAGE="line 1\nline 2"))
+    assert text(job, "runId") == "a\tb"
+    assert values(job)["MESSAGE"] == "line 1\nline 2"
+
+
 def test_runid_is_not_a_service_parameter(client):
     job = job_xml(client, create(client, RUNID="r1"))
     assert "RUNID" not in {name.upper() for name in parameters(job)}

@@ -7,7 +7,7 @@ import time
 
 from . import estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound
-from .model import Job, Parameter, is_job_id, new_job_id
+from .model import Job, Parameter, fits_xml, is_job_id, new_job_id
 from .phases import Event, Phase
 from .services import ParameterError, Service, collect
 from .store import ListQuery
@@ -285,8 +285,8 @@ class TypicalRunTimes:
 
 
 def _check_run_id(run_id: str | None) -> None:
-    if run_id is not None and (len(run_id) > 1024 or "\x00" in run_id):
-        raise BadRequest("RUNID: at most 1024 characters, and no NUL")
+    if run_id is not None and (len(run_id) > 1024 or not fits_xml(run_id)):
+        raise BadRequest("RUNID: at most 1024 characters, and no control characters")
 
 
 def _destruction_default(service: Service, now):

@@ -6,9 +6,12 @@ import datetime as dt
 import re
 import uuid
 
-_JOB_ID = re.compile(r"[0-9a-f]{32}")
-
 from .phases import Phase
+
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+# What XML 1.0 cannot carry: control characters but tab, LF and CR; surrogates;
+# U+FFFE and U+FFFF.  A value with one could not be shown back unchanged.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def new_job_id() -> str:
@@ -19,6 +22,11 @@ def new_job_id() -> str:
 
 def is_job_id(text: str) -> bool:
     return _JOB_ID.fullmatch(text) is not None
+
+
+def fits_xml(text: str) -> bool:
+    """Whether a UWS document can show ``text`` exactly (XML 1.0 characters only)."""
+    return _NOT_XML.search(text) is None
 
 
 @dataclasses.dataclass(frozen=True)

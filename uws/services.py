@@ -11,6 +11,7 @@ import math
 import re
 
 from . import timeutil
+from .model import fits_xml
 
 TYPES = ("string", "integer", "float", "boolean", "datetime", "enum", "file")
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
@@ -58,8 +59,8 @@ class ParamSpec:
         """Validate one submitted value and return it unchanged."""
         if len(text) > self.max_length:
             raise ParameterError(self.name, f"longer than {self.max_length} characters")
-        if "\x00" in text:
-            raise ParameterError(self.name, "contains a NUL character")
+        if not fits_xml(text):
+            raise ParameterError(self.name, "contains a control character")
         self.convert(text)
         return text
 
