@@ -218,6 +218,12 @@ def test_a_compressed_body_answers_415_and_creates_nothing(client):
     assert b"jobref" not in client.get("/sleep").data
 
 
+def test_an_identity_content_encoding_is_accepted(client):
+    r = client.post("/sleep", data=b"DURATION=1", headers={"Content-Encoding": "Identity"},
+                    content_type="application/x-www-form-urlencoded")
+    assert r.status_code == 303
+
+
 @pytest.mark.parametrize("content_type, body", [
     ("multipart/form-data", b"DURATION=1"),                       # no boundary
     ("multipart/form-data; boundary=xyz", b"not multipart at all"),

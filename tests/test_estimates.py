@@ -59,3 +59,9 @@ def test_an_executing_job_without_progress_is_quoted_from_its_typical_run():
 def test_an_executing_job_is_quoted_from_its_progress():
     assert estimates.quote(job(progress=50.0), NOW, typical=1000.0, ahead=0, slots=1) == \
         NOW + dt.timedelta(seconds=10)
+
+
+def test_an_executing_job_is_never_quoted_past_its_execution_duration():
+    short = job(started_ago=4.0, duration=10)
+    assert estimates.quote(short, NOW, typical=3600.0, ahead=0, slots=1) == \
+        NOW + dt.timedelta(seconds=6)

@@ -158,6 +158,12 @@ def test_java_clients_default_accept_gets_xml(client, accept):
         assert r.content_type == "text/xml; charset=utf-8", url
 
 
+def test_a_range_refused_with_q_0_does_not_count(client):
+    accept = "text/html, application/xhtml+xml;q=0, */*;q=0.2"
+    assert client.get("/sleep", headers={"Accept": accept}).content_type == \
+        "text/xml; charset=utf-8"
+
+
 def test_a_client_naming_only_html_gets_html(client):
     assert client.get("/sleep", headers=HTML).content_type == "text/html; charset=utf-8"
 

@@ -87,3 +87,16 @@ def test_concurrent_lease_sweeps_fail_each_lost_job_once(client, api):
         doc = client.get(f"/sleep/{job_id}").get_data(as_text=True)
         assert "<uws:phase>ERROR</uws:phase>" in doc
         assert doc.count("<uws:errorSummary") == 1
+
+
+def test_a_job_whose_files_cannot_be_removed_stays_for_the_next_sweep(client, api,
+                                                                       monkeypatch):
+    [job_id] = _create(client, 1)
+    _expire(api, [job_id])
+    sweeps = Sweeps(api.config, api.store, api.files, NullExecutor())
+    monkeypatch.setattr(api.files, "remove", lambda _job_id: False)     # e.g. EACCES
+    sweeps.destroy_expired()
+    assert client.get(f"/sleep/{job_id}").status_code == 200
+    monkeypatch.undo()
+    sweeps.destroy_expired()
+    assert client.get(f"/sleep/{job_id}").status_code == 404

@@ -24,7 +24,8 @@ def quote(job: Job, now: dt.datetime, typical: float | None, ahead: int,
     if job.phase is Phase.EXECUTING:
         remaining = remaining_seconds(job, now)
         if remaining is None and typical is not None and job.start_time is not None:
-            return max(now, timeutil.add_seconds(job.start_time, typical))
+            run = min(typical, job.execution_duration or typical)   # it is stopped there
+            return max(now, timeutil.add_seconds(job.start_time, run))
         return None if remaining is None else timeutil.add_seconds(now, remaining)
     if job.phase not in (Phase.PENDING, Phase.QUEUED, Phase.HELD) or typical is None:
         return None

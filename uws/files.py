@@ -5,15 +5,18 @@ name from a request can reach another file.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
 from .errors import NotFound, TooLarge
 from .model import is_job_id
 
+log = logging.getLogger(__name__)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 CHUNK = 1 << 16
 
@@ -62,11 +65,12 @@ class JobFiles:
     def install_upload(self, staged: Path, job_id: str, name: str) -> None:
         os.replace(staged, self.upload_path(job_id, name))
 
-    def remove(self, job_id: str) -> None:
-        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+    def remove(self, job_id: str) -> bool:
+        """Remove the job's directory; False (logged) if some of it is left."""
+        return _remove_tree(self.job_dir(job_id))
 
-    def remove_results(self, job_id: str) -> None:
-        shutil.rmtree(self.results_dir(job_id), ignore_errors=True)
+    def remove_results(self, job_id: str) -> bool:
+        return _remove_tree(self.results_dir(job_id))
 
     @staticmethod
     def _inside(base: Path, name: str) -> Path:
@@ -76,3 +80,22 @@ class JobFiles:
         if base.resolve() not in path.parents:
             raise NotFound(f"no file {name!r}")
         return path
+
+
+def _remove_tree(path: Path) -> bool:
+    """rmtree that tolerates what is already gone but reports anything else, so a
+    caller can keep the job's record (and retry) rather than orphan its files."""
+    failures = []
+
+    def _failed(_function, failed_path, error):
+        exc = error[1] if isinstance(error, tuple) else error     # onerror / onexc
+        if not isinstance(exc, FileNotFoundError):
+            failures.append((failed_path, exc))
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_failed)
+    else:
+        shutil.rmtree(path, onerror=_failed)
+    for failed_path, exc in failures:
+        log.warning("cannot remove %s: %s", failed_path, exc)
+    return not failures

@@ -140,8 +140,8 @@ class Jobs:
         return job.id
 
     def _check_quota(self, service: Service, caller: Caller) -> None:
-        """403 early, before uploads are read, when the owner is already at the
-        service's limit; :meth:`Store.insert_job` enforces it exactly."""
+        """403 early, before uploads are staged or URLs fetched, when the owner is
+        already at the service's limit; :meth:`Store.insert_job` enforces it exactly."""
         limit = service.max_jobs_per_owner
         if limit and self.store.count_jobs(service.name, caller.owner, ListQuery()) >= limit:
             raise _over_quota(service)

@@ -41,22 +41,23 @@ class Sweeps:
             else:
                 self._destroy(job_id)
 
+    # Files go first in both: the record is changed only once they are gone, so
+    # a crash or a failed removal leaves a job the next sweep finishes, never
+    # files no record points to (archived jobs are not swept again).
+
     def _archive(self, job_id: str) -> None:
         self._cut_short(job_id)
-        self.files.remove_results(job_id)     # first, for the reason given in _destroy
-        self.store.archive(job_id)
+        if self.files.remove_results(job_id):
+            self.store.archive(job_id)
 
     def _destroy(self, job_id: str) -> None:
         self._cut_short(job_id)
-        # Files first: once the job answers 404 its files are gone, and a crash
-        # between the two steps leaves a row the next sweep finishes, not an
-        # orphaned directory nobody will ever remove.
-        self.files.remove(job_id)
-        self.store.delete_job(job_id)
+        if self.files.remove(job_id):
+            self.store.delete_job(job_id)
 
     def _cut_short(self, job_id: str) -> None:
         """End a job still pending or running at its destruction time, saying why
-        (a blocked WAIT sees it; an archived job keeps it)."""
+        (an archived job keeps the reason)."""
         if self.store.transition(job_id, Event.ABORT, error_type="transient",
                                  error_message="the job reached its destruction time"):
             self.executor.abort(job_id)

@@ -63,7 +63,9 @@ class Store(RunningQueries):
 
         The count runs inside the inserting transaction after the owner's
         creations are serialised (SQLite's single writer, a PostgreSQL advisory
-        lock), so concurrent creations cannot overshoot the limit.
+        lock), so concurrent creations cannot overshoot the limit.  On PostgreSQL
+        this relies on READ COMMITTED (the default): the count's snapshot is taken
+        after the lock is granted.
         """
         try:
             with self.engine.begin() as conn:

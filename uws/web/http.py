@@ -33,10 +33,30 @@ def wants_html() -> bool:
     if not (accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html"
             and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])):
         return False
-    # From the raw header: werkzeug drops entries such as Java's "*; q=.2".
-    named = {part.split(";", 1)[0].strip().lower()
-             for part in request.headers.get("Accept", "").split(",")}
+    named = _accepted_ranges(request.headers.get("Accept", ""))
     return "application/xhtml+xml" in named or not named & {"*/*", "*"}
+
+
+def _accepted_ranges(header: str) -> set[str]:
+    """Media ranges of an Accept header, but those refused with q=0.  Read from the
+    raw header: werkzeug drops entries such as Java's ``*; q=.2``."""
+    ranges = set()
+    for part in header.split(","):
+        media, *params = (item.strip().lower() for item in part.split(";"))
+        if media and _quality(params) > 0:
+            ranges.add(media)
+    return ranges
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        key, _, value = param.partition("=")
+        if key.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 1.0
+    return 1.0
 
 
 def jobs_api():
@@ -69,7 +89,7 @@ def check_form_body() -> None:
 def check_unencoded() -> None:
     """415 for a compressed body: no client of ours sends one, and reading it as
     plain bytes would store garbage."""
-    if request.content_encoding not in (None, "", "identity"):
+    if (request.content_encoding or "identity").lower() != "identity":
         raise UnsupportedMediaType(f"unsupported Content-Encoding {request.content_encoding!r}")
 
 
@@ -89,7 +109,8 @@ def form_pairs(include_query: bool = True) -> list[tuple[str, str]]:
 
 def _form():
     """The parsed form body; 400 for one that cannot be parsed or decoded."""
-    if request.mimetype == FORM_TYPES[0] and (request.content_length or 0) <= MAX_FORM_BYTES:
+    length = request.content_length
+    if request.mimetype == FORM_TYPES[0] and length is not None and length <= MAX_FORM_BYTES:
         _check_utf8(request.get_data(cache=True), "the form body")
     try:
         return request.form
@@ -174,7 +195,7 @@ def usable_host() -> bool:
         return False
     try:
         request.url_root
-    except (UnicodeError, ValueError):
+    except ValueError:      # UnicodeError included
         return False
     return True
 
