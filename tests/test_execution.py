@@ -213,3 +213,42 @@ def test_result_paths_cannot_leave_the_job_directory(client, result_id):
     path = start(client, "echo", TEXT="x")
     settle(client, path)
     assert client.get(f"{path}/results/{result_id}").status_code == 404
+
+
+# -- a DELETE from another process racing the start of the job --------------------------
+
+def _deleted_by_another_process(api, job_id: str) -> None:
+    api.store.delete_job(job_id)
+    api.files.remove(job_id)
+
+
+def test_a_job_deleted_just_before_its_process_starts_leaves_nothing(client, api, config,
+                                                                    monkeypatch):
+    executor, launched = api.executor, []
+
+    def launch_after_delete(job_id):
+        _deleted_by_another_process(api, job_id)
+        process = original(job_id)
+        launched.append(process[0].pid)
+        return process
+
+    original = executor._launch
+    monkeypatch.setattr(executor, "_launch", launch_after_delete)
+    job_id = start(client, "sleep", DURATION="30").rsplit("/", 1)[1]
+    wait_for(lambda: launched, timeout=5)
+    wait_for(lambda: job_id not in executor.running_ids and gone(launched), timeout=5)
+    assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()
+
+
+def test_a_job_whose_directory_vanishes_while_starting_is_not_an_executor_failure(
+        client, api, config, monkeypatch, caplog):
+    def launch_fails(job_id):
+        _deleted_by_another_process(api, job_id)
+        raise FileNotFoundError("the working directory was removed")
+
+    monkeypatch.setattr(api.executor, "_launch", launch_fails)
+    job_id = start(client, "sleep", DURATION="30").rsplit("/", 1)[1]
+    wait_for(lambda: client.get(f"/sleep/{job_id}").status_code == 404, timeout=5)
+    time.sleep(0.3)     # the worker thread finishes its turn
+    assert "executor failure" not in caplog.text
+    assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()

@@ -6,9 +6,13 @@ Jobs are created over HTTP by an app with no executor, then moved with
 """
 from __future__ import annotations
 
+import functools
 import threading
 
+import sqlalchemy as sa
+
 from uws.phases import Event, Phase
+from uws.store.engine import create_schema, make_engine
 from uwshelp import create_id
 
 ROUNDS = 20
@@ -249,3 +253,15 @@ def test_claim_next_racing_abort_never_runs_an_aborted_job(idle):
         assert record.phase is Phase.ABORTED
         if claimed is None:
             assert record.start_time is None
+
+
+def test_several_processes_may_create_the_schema_at_once(db_url):
+    """Servers started together on an empty database each create the tables."""
+    engines = [make_engine(db_url) for _ in range(6)]
+    try:
+        race(*[functools.partial(create_schema, e) for e in engines])
+        assert {"uws_job", "uws_parameter", "uws_result"} <= \
+            set(sa.inspect(engines[0]).get_table_names())
+    finally:
+        for e in engines:
+            e.dispose()

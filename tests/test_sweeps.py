@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -12,6 +16,7 @@ from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config
+from uwshelp import wait_for
 
 
 @pytest.fixture
@@ -100,3 +105,14 @@ def test_a_job_whose_files_cannot_be_removed_stays_for_the_next_sweep(client, ap
     monkeypatch.undo()
     sweeps.destroy_expired()
     assert client.get(f"/sleep/{job_id}").status_code == 404
+
+
+def test_a_killed_server_not_yet_reaped_counts_as_dead():
+    from uws.sweeps import _alive, _zombie
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_for(lambda: _zombie(child.pid), timeout=10)    # exited, not waited for
+        assert not _alive(f"{socket.gethostname()}:{child.pid}:nonce")
+    finally:
+        child.wait()
+    assert _alive(f"{socket.gethostname()}:{os.getpid()}:nonce")

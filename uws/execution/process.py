@@ -144,32 +144,55 @@ class ProcessExecutor(Executor):
         if job is None:
             return
         service = self.config.services[service_name]
-        workdir = self.files.results_dir(job_id)
-        workdir.mkdir(parents=True, exist_ok=True)
-        logs = self.files.job_dir(job_id)
-        task = _task(job, service, workdir, self.files)
-        read_fd, write_fd = os.pipe()
-        with open(logs / "stdout.log", "wb") as out, open(logs / "stderr.log", "wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
-                stdout=out, stderr=err, cwd=workdir, start_new_session=True,
-                pass_fds=(write_fd,), env={**os.environ, REPORT_FD_ENV: str(write_fd),
-                                           "UWS_JOB_ID": job_id})
-        os.close(write_fd)
+        try:
+            process, read_fd = self._launch(job_id)
+        except OSError:
+            if self._forget_if_deleted(job_id):
+                return      # deleted while starting: its directory went under us
+            raise
         running = Running(job_id, process)
         with self._lock:
             self._running[job_id] = running
         if self._stopping.is_set():
             self._kill(running)     # stop() ran while this job was starting
         try:
-            _send_task(process, task)
+            _send_task(process, _task(job, service, self.files))
             reader = ReportReader(job_id, self.store, self.files, service)
             reader.follow(read_fd)
             process.wait()
-            self._finish(running, reader, logs / "stderr.log")
+            self._finish(running, reader, self.files.job_dir(job_id) / "stderr.log")
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
+            self._forget_if_deleted(job_id)
+
+    def _launch(self, job_id: str) -> tuple[subprocess.Popen, int]:
+        """Start the job's child process; its process and the read end of its report pipe."""
+        workdir = self.files.results_dir(job_id)
+        workdir.mkdir(parents=True, exist_ok=True)
+        logs = self.files.job_dir(job_id)
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(logs / "stdout.log", "wb") as out, open(logs / "stderr.log", "wb") as err:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
+                    stdout=out, stderr=err, cwd=workdir, start_new_session=True,
+                    pass_fds=(write_fd,), env={**os.environ, REPORT_FD_ENV: str(write_fd),
+                                               "UWS_JOB_ID": job_id})
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return process, read_fd
+
+    def _forget_if_deleted(self, job_id: str) -> bool:
+        """A job deleted (by any process) while it started or ran may have had its
+        directory made again here after the delete removed it: remove it now."""
+        if self.store.service_of(job_id) is not None:
+            return False
+        self.files.remove(job_id)
+        return True
 
     def _finish(self, running: Running, reader, stderr_path) -> None:
         job_id, code = running.job_id, running.process.returncode
@@ -207,9 +230,10 @@ class ProcessExecutor(Executor):
                 return
 
 
-def _task(job, service, workdir, files) -> dict:
+def _task(job, service, files) -> dict:
     params = [(p.name, p.value, p.by_reference) for p in job.parameters]
-    task = {"job_id": job.id, "service": service.name, "workdir": str(workdir),
+    task = {"job_id": job.id, "service": service.name,
+            "workdir": str(files.results_dir(job.id)),
             "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
             "specs": [dataclasses.asdict(s) for s in service.parameters]}
     if service.command:
