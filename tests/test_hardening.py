@@ -108,3 +108,15 @@ def test_an_oversized_body_is_refused_before_it_is_sent(served):
                   b"Content-Length: 50000000\r\n\r\n")
         status_line = s.recv(4096).split(b"\r\n", 1)[0]     # no body byte was sent
     assert b" 413 " in status_line
+
+
+def test_an_http_1_0_request_without_host_gets_urls_of_the_configured_host(served):
+    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+        s.sendall(b"POST /sleep HTTP/1.0\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                  b"Content-Length: 10\r\n\r\nDURATION=0")
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode()
+    assert " 303 " in head.splitlines()[0]
+    assert f"Location: http://127.0.0.1:{served}/sleep/" in head

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 
 
@@ -35,7 +36,10 @@ def serve_command(args) -> int:
                                     connection_limit=max(1000, cfg.threads * 2), ident="uws",
                                     # waitress buffers a whole body before the app sees
                                     # it: refuse larger ones as their headers arrive.
-                                    max_request_body_size=cfg.max_body_bytes)
+                                    max_request_body_size=cfg.max_body_bytes,
+                                    # the host of absolute URLs for HTTP/1.0 requests
+                                    # without Host (waitress's default is a dummy)
+                                    server_name=_server_name(cfg.host))
     print(f"UWS server on http://{cfg.host}:{server.effective_port}/ "
           f"(data in {cfg.data_dir.resolve()})", flush=True)
 
@@ -51,6 +55,12 @@ def serve_command(args) -> int:
         server.close()
         shutdown(app)
     return 0
+
+
+def _server_name(host: str) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        return socket.getfqdn()
+    return host
 
 
 if __name__ == "__main__":

@@ -194,10 +194,9 @@ def usable_host() -> bool:
     if isinstance(request.routing_exception, BadHost):
         return False
     try:
-        request.url_root
+        return request.host.rsplit(":", 1)[0] not in ("", "[]") and bool(request.url_root)
     except ValueError:      # UnicodeError included
         return False
-    return True
 
 
 def base_url() -> str:
