@@ -335,17 +335,9 @@ def test_wait_minus_one_or_beyond_wait_max_is_capped(short_wait_app, wait):
     assert 0.9 <= elapsed < 3.0, f"WAIT={wait} with wait_max=1 took {elapsed:.2f} s"
 
 
-@pytest.mark.parametrize("value", ["abc", "1.5", "ten", "1e3", ""])
-def test_non_integer_wait_is_400(client, value):
-    path = create(client, DURATION="5")
-    r, elapsed = timed_get(client, f"{path}?WAIT={value}")
-    assert r.status_code == 400
-    assert "WAIT" in r.get_data(as_text=True)
-    assert elapsed < 1.0
-
-
-@pytest.mark.parametrize("value", ["-2", "-60", "-9999999999999999999"])
-def test_negative_wait_other_than_minus_one_is_400(client, value):
+@pytest.mark.parametrize("value", ["abc", "1.5", "ten", "1e3", "",
+                                   "-2", "-60", "-9999999999999999999"])
+def test_wait_other_than_minus_one_or_whole_seconds_is_400(client, value):
     path = create(client, DURATION="5")
     r, elapsed = timed_get(client, f"{path}?WAIT={value}")
     assert r.status_code == 400
