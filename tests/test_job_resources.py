@@ -232,6 +232,40 @@ def test_result_supports_range_requests(client, completed):
     assert r.headers["Content-Range"] == f"bytes 2-6/{len(whole)}"
 
 
+def _result_url(job) -> str:
+    return path_of(job.find("uws:results/uws:result", NS).get(HREF))
+
+
+@pytest.mark.parametrize("header", ["bytes=0-1,5-6", "items=0-5"])
+def test_ranges_we_do_not_serve_are_ignored_with_the_whole_file(client, completed, header):
+    """RFC 9110 §14.2: another unit MUST be ignored; several ranges may be."""
+    url = _result_url(completed[1])
+    r = client.get(url, headers={"Range": header})
+    assert r.status_code == 200 and r.data == client.get(url).data
+
+
+def test_a_suffix_range_longer_than_the_result_is_the_whole_result(client, completed):
+    url = _result_url(completed[1])
+    whole = client.get(url).data
+    r = client.get(url, headers={"Range": f"bytes=-{len(whole) + 1000}"})
+    assert r.status_code == 206 and r.data == whole
+    assert r.headers["Content-Range"] == f"bytes 0-{len(whole) - 1}/{len(whole)}"
+
+
+def test_an_unsatisfiable_range_answers_416_with_the_length(client, completed):
+    url = _result_url(completed[1])
+    size = len(client.get(url).data)
+    r = client.get(url, headers={"Range": f"bytes={size + 10}-"})
+    assert r.status_code == 416
+    assert r.headers["Content-Range"] == f"bytes */{size}"
+
+
+def test_a_result_revalidates_with_its_etag(client, completed):
+    url = _result_url(completed[1])
+    etag = client.get(url).headers["ETag"]
+    assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+
+
 def test_unknown_result_answers_404(client, completed):
     path, _ = completed
     assert client.get(f"{path}/results/nosuch").status_code == 404

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 from pathlib import Path
@@ -39,6 +40,14 @@ class JobFiles:
 
     def result_path(self, job_id: str, relative: str) -> Path:
         return self._inside(self.results_dir(job_id), relative)
+
+    def open_result(self, job_id: str, relative: str):
+        """The result file opened for reading, with its os.stat_result; NotFound if
+        it is gone or is not a regular file inside the job's result directory."""
+        return _open_inside(self.results_dir(job_id), self.result_path(job_id, relative))
+
+    def open_upload(self, job_id: str, name: str):
+        return _open_inside(self.job_dir(job_id) / "uploads", self.upload_path(job_id, name))
 
     def stage_upload(self, job_id: str, name: str, stream) -> Path:
         """Copy an upload stream beside its final place; TooLarge past the limit.
@@ -99,3 +108,34 @@ def _remove_tree(path: Path) -> bool:
     for failed_path, exc in failures:
         log.warning("cannot remove %s: %s", failed_path, exc)
     return not failures
+
+
+def _open_inside(base: Path, path: Path):
+    """Open ``path`` for reading only if what was opened lies inside ``base``.
+
+    Jobs write into these directories while the server reads them, so a check
+    of the path followed by an open could be raced by swapping a directory for a
+    symlink.  The check is made on the open file instead: after opening, the
+    path must still resolve inside ``base`` to the very inode that was opened.
+    """
+    missing = NotFound(f"no file {path.name!r}")
+    try:
+        # O_NONBLOCK: a FIFO planted by a job must not hang the request.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise missing from None
+    try:
+        opened = os.fstat(fd)
+        real = Path(os.path.realpath(path))
+        if not stat.S_ISREG(opened.st_mode) or base.resolve() not in real.parents:
+            raise missing
+        now = os.stat(real)
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            raise missing
+        return os.fdopen(fd, "rb"), opened
+    except OSError:
+        os.close(fd)
+        raise missing from None
+    except BaseException:
+        os.close(fd)
+        raise

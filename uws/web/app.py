@@ -163,7 +163,7 @@ def _error_handlers(app: Flask) -> None:
         else:
             response = text(f"{exc.description}\n", status=exc.code or 500)
         for name, value in exc.get_headers():
-            if name.lower() == "allow" or name.lower() == "www-authenticate":
+            if name.lower() in ("allow", "www-authenticate", "content-range"):
                 response.headers[name] = value
         return response
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from flask import Blueprint, request, send_file
+from flask import Blueprint, request
 from werkzeug.datastructures import FileStorage
 
 from ..errors import BadRequest, NotFound
@@ -12,6 +12,7 @@ from ..phases import parse_phase
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
+from .downloads import download
 from .http import (FORM_TYPES, NEGOTIATED, UnsupportedMediaType, base_url, check_unencoded,
                    form_pairs, job_url, jobs_api, query_value, see_other, single,
                    split_control, text, uploads, wants_html, xml)
@@ -206,20 +207,12 @@ def get_result(service: str, job_id: str, result_id: str):
     job = _job(service, job_id)
     for r in job.results:
         if r.id == result_id:
-            path = jobs_api().files.result_path(job_id, r.path)
-            if not path.is_file():
-                raise NotFound(f"result {result_id!r} is no longer available")
-            return _download(path, r.mime_type, path.name)
+            try:
+                opened = jobs_api().files.open_result(job_id, r.path)
+            except NotFound:
+                raise NotFound(f"result {result_id!r} is no longer available") from None
+            return download(opened, r.mime_type, r.path.rsplit("/", 1)[-1])
     raise NotFound(f"no result {result_id!r}")
-
-
-def _download(path, mime_type: str, name: str):
-    """A job's file: streamed with ranges, as an attachment of its declared type, and
-    sandboxed so that even a result that is HTML can never run script on this origin."""
-    response = send_file(path, mimetype=mime_type, conditional=True, as_attachment=True,
-                         download_name=name, max_age=0)
-    response.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    return response
 
 
 # -- parameters ------------------------------------------------------------------------
@@ -248,8 +241,8 @@ def get_parameter(service: str, job_id: str, name: str):
         raise NotFound(f"job has no parameter {name!r}")
     p = params[0]
     if p.by_reference and p.value.startswith("param:"):
-        path = jobs_api().files.upload_path(job_id, p.name)
-        return _download(path, "application/octet-stream", p.name)
+        return download(jobs_api().files.open_upload(job_id, p.name),
+                        "application/octet-stream", p.name)
     return text("\n".join(q.value for q in params))
 
 
