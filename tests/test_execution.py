@@ -22,7 +22,18 @@ PARTIAL = ("import os,time\n"
            "os.write(fd,b'progress 50 half way\\n')\n"
            "os.write(fd,b'result part part.txt text/plain\\n')\n"
            "time.sleep(60)\n")
+# Leaves a background process holding the report channel, then exits at once.
+BACKGROUND = ("import os,subprocess\n"
+              "subprocess.Popen(['sleep','60'], close_fds=False, start_new_session=True)\n"
+              "os.write(int(os.environ['UWS_REPORT_FD']), b'progress 10 started\\n')\n")
+# Two quick progress reports, then silence: the second must still show.
+QUIET = ("import os,time\n"
+         "fd=int(os.environ['UWS_REPORT_FD'])\n"
+         "os.write(fd,b'progress 10 first\\n'); os.write(fd,b'progress 50 second\\n')\n"
+         "time.sleep(60)\n")
 SERVICES = {
+    "background": {"command": [PY, "-c", BACKGROUND]},
+    "quiet": {"command": [PY, "-c", QUIET]},
     "echo": {"command": [PY, "-c", "import sys; open('out.txt','w').write(sys.argv[1])", "{TEXT}"],
              "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
              "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
@@ -252,3 +263,22 @@ def test_a_job_whose_directory_vanishes_while_starting_is_not_an_executor_failur
     time.sleep(0.3)     # the worker thread finishes its turn
     assert "executor failure" not in caplog.text
     assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()
+
+
+# -- what a job leaves behind ----------------------------------------------------------
+
+def test_a_job_ends_when_its_command_exits_though_a_descendant_holds_the_channel(client):
+    path = start(client, "background")
+    wait_for(lambda: phase(client, path) == "COMPLETED", timeout=5)
+
+
+def test_nothing_a_job_started_outlives_it(client):
+    path = start(client, "background")
+    wait_for(lambda: phase(client, path) == "COMPLETED", timeout=5)
+    wait_for(lambda: not job_pids(path.rsplit("/", 1)[1]), timeout=2)
+
+
+def test_the_latest_progress_shows_although_no_further_line_comes(client):
+    path = start(client, "quiet")
+    wait_for(lambda: b'percent="50.0"' in client.get(path).data, timeout=2)
+    client.post(f"{path}/phase", data={"PHASE": "ABORT"})

@@ -26,6 +26,7 @@ from . import lost
 from .base import Executor
 from .child import REPORT_FD_ENV
 from .reports import ReportReader
+from .strays import kill_strays
 
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0
@@ -155,13 +156,18 @@ class ProcessExecutor(Executor):
             self._running[job_id] = running
         if self._stopping.is_set():
             self._kill(running)     # stop() ran while this job was starting
+        followed = False
         try:
             _send_task(process, _task(job, service, self.files))
             reader = ReportReader(job_id, self.store, self.files, service)
-            reader.follow(read_fd)
+            followed = True     # follow() closes the channel
+            held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
+            _end_leftovers(running, thorough=held_open or running.killed)
             self._finish(running, reader, self.files.job_dir(job_id) / "stderr.log")
         finally:
+            if not followed:
+                os.close(read_fd)
             with self._lock:
                 self._running.pop(job_id, None)
             self._forget_if_deleted(job_id)
@@ -228,6 +234,18 @@ class ProcessExecutor(Executor):
                 continue
             except ProcessLookupError:
                 return
+
+
+def _end_leftovers(running: Running, thorough: bool) -> None:
+    """Nothing a job started outlives it: what is left of its process group and,
+    when some descendant is known to have stayed (it held the report channel open)
+    or the job was killed, every process carrying its UWS_JOB_ID."""
+    try:
+        os.killpg(running.process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if thorough:
+        kill_strays(running.job_id)
 
 
 def _task(job, service, files) -> dict:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import mimetypes
 import os
+import select
 import time
+from typing import Callable
 
 from ..errors import NotFound
 from ..model import Result
@@ -25,13 +27,29 @@ class ReportReader:
         self._last_write = 0.0
         self._pending: tuple[float, str] | None = None
 
-    def follow(self, fd: int) -> None:
-        """Read report lines until the child closes the channel (it exited)."""
-        with os.fdopen(fd, "rb") as stream:
-            # Bounded reads: a child writing an endless line cannot grow our memory.
-            while raw := stream.readline(MAX_LINE):
-                self.handle(raw.decode("utf-8", errors="replace").strip())
-        self._flush_progress()
+    def follow(self, fd: int, running: Callable[[], bool]) -> bool:
+        """Read report lines while the child runs, then what it left in the channel.
+
+        The child's exit ends the reading, not the end of the channel: descendants
+        that inherited it (``cmd &``) may hold it open long after.  True if some
+        still did.  A report held back by the throttle is written when the
+        channel goes quiet, so the latest progress never waits for the next line.
+        """
+        os.set_blocking(fd, False)
+        lines = _LineBuffer(self.handle)
+        try:
+            while True:
+                ready, _, _ = select.select([fd], [], [], PROGRESS_INTERVAL)
+                if ready and not lines.feed(_read(fd)):
+                    return False                # every writer closed it
+                if not ready:
+                    self._flush_progress()
+                if not running():
+                    return lines.feed(_read(fd))   # what the child wrote before exiting
+        finally:
+            os.close(fd)
+            lines.close()
+            self._flush_progress()
 
     def handle(self, line: str) -> None:
         word, _, rest = line.partition(" ")
@@ -76,3 +94,49 @@ class ReportReader:
         """A command's declared output files that exist become results."""
         for out in self.service.outputs:
             self.add_result(out.name, out.file, out.mime_type)
+
+
+def _read(fd: int) -> bytes | None:
+    """All that is waiting in the channel: b"" at its end, None if nothing is."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return b"".join(chunks) if chunks else None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        if len(chunks) >= 16:       # bounded: 1 MiB at a time
+            return b"".join(chunks)
+
+
+class _LineBuffer:
+    """Splits the byte stream into lines of at most MAX_LINE bytes (a child writing
+    an endless line cannot grow our memory)."""
+
+    def __init__(self, handle: Callable[[str], None]):
+        self._handle = handle
+        self._partial = b""
+
+    def feed(self, data: bytes | None) -> bool:
+        """Handle the complete lines in ``data``; False at the end of the channel."""
+        if data is None:
+            return True
+        if not data:
+            return False
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for raw in complete:
+            self._emit(raw)
+        if len(self._partial) > MAX_LINE:
+            self._emit(self._partial)
+            self._partial = b""
+        return True
+
+    def close(self) -> None:
+        if self._partial:
+            self._emit(self._partial)
+            self._partial = b""
+
+    def _emit(self, raw: bytes) -> None:
+        self._handle(raw[:MAX_LINE].decode("utf-8", errors="replace").strip())
