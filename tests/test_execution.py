@@ -7,12 +7,13 @@ import sys
 import time
 
 import pytest
+from lxml import etree
 
 from uws.execution.strays import job_pids
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config
-from uwshelp import gone, phase, settle, wait_for
+from uwshelp import HREF, NS, gone, path_of, phase, settle, wait_for
 
 PY = sys.executable
 # A command runner that reports progress and a first result, then sleeps.
@@ -31,7 +32,15 @@ QUIET = ("import os,time\n"
          "fd=int(os.environ['UWS_REPORT_FD'])\n"
          "os.write(fd,b'progress 10 first\\n'); os.write(fd,b'progress 50 second\\n')\n"
          "time.sleep(60)\n")
+# Result lines a job may write that the job document must survive.
+ODD_RESULTS = ("import os\n"
+               "fd=int(os.environ['UWS_REPORT_FD'])\n"
+               "open('a.txt','w').write('odd')\n"
+               "os.write(fd,b'result x?y a.txt text/plain; charset=utf-8\\n')\n"
+               "os.write(fd,b'result bad\\x01name a.txt\\n')\n"
+               "os.write(fd,b'result m a.txt text/x\\x01y\\n')\n")
 SERVICES = {
+    "odd": {"command": [PY, "-c", ODD_RESULTS]},
     "background": {"command": [PY, "-c", BACKGROUND]},
     "quiet": {"command": [PY, "-c", QUIET]},
     "echo": {"command": [PY, "-c", "import sys; open('out.txt','w').write(sys.argv[1])", "{TEXT}"],
@@ -282,3 +291,41 @@ def test_the_latest_progress_shows_although_no_further_line_comes(client):
     path = start(client, "quiet")
     wait_for(lambda: b'percent="50.0"' in client.get(path).data, timeout=2)
     client.post(f"{path}/phase", data={"PHASE": "ABORT"})
+
+
+# -- result names and types a job chooses -------------------------------------------------
+
+def _results_of(client, path):
+    doc = etree.fromstring(client.get(f"{path}/results").data)
+    return {r.get("id"): r for r in doc.findall("uws:result", NS)}
+
+
+def test_a_result_name_needing_escapes_has_a_working_href(client):
+    path = start(client, "odd")
+    settle(client, path)
+    result = _results_of(client, path)["x?y"]
+    assert result.get(HREF).endswith("/results/x%3Fy")
+    r = client.get(path_of(result.get(HREF)))
+    assert r.data == b"odd" and r.headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+def test_result_names_and_types_the_document_cannot_show_are_left_out(client):
+    path = start(client, "odd")
+    settle(client, path)
+    results = _results_of(client, path)
+    assert set(results) == {"x?y", "m"}
+    assert results["m"].get("mime-type") == "text/plain"     # guessed from a.txt
+
+
+@pytest.mark.parametrize("name, filename, mime_type", [
+    ("bad\x01name", None, ""), ("a/b", None, ""), ("..", None, ""), ("two words", None, ""),
+    ("ok", "two words.txt", ""), ("ok", None, "not a type"),
+])
+def test_a_runner_is_told_at_once_when_a_result_cannot_be_shown(name, filename, mime_type):
+    from uws.execution.child import ChildContext
+    sent = []
+    ctx = ChildContext({"job_id": "ab" * 16, "workdir": ".", "uploads": "."},
+                       type("R", (), {"send": lambda self, *words: sent.append(words)})())
+    with pytest.raises(ValueError):
+        ctx.add_result(name, filename, mime_type)
+    assert sent == []

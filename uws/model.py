@@ -36,6 +36,21 @@ class Parameter:
     by_reference: bool = False
 
 
+# A result id is one URL path segment (escaped in hrefs) and an XML attribute.
+_RESULT_ID = re.compile(r"[^\s/\\]{1,128}")
+_TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"
+_MIME_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(\s*;\s*{_TOKEN}=({_TOKEN}|\"[^\"\x00-\x1f]*\"))*")
+
+
+def valid_result_id(name: str) -> bool:
+    return bool(_RESULT_ID.fullmatch(name)) and name not in (".", "..") and fits_xml(name)
+
+
+def valid_mime_type(text: str) -> bool:
+    """type/subtype with optional parameters (RFC 9110 §8.3.1)."""
+    return bool(_MIME_TYPE.fullmatch(text))
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     id: str

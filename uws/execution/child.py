@@ -58,8 +58,20 @@ class ChildContext:
         self._reporter.send("progress", float(percent), message or "")
 
     def add_result(self, name: str, filename: str | None = None, mime_type: str = "") -> None:
-        """Declare a file written in :attr:`workdir` as the result ``name``."""
-        self._reporter.send("result", name, filename or name, mime_type or "")
+        """Declare a file written in :attr:`workdir` as the result ``name``.
+
+        ValueError at once, in the runner, for what the job could not show: a name
+        with spaces, slashes or control characters, a file name with spaces, or a
+        MIME type that is not ``type/subtype[; parameters]``."""
+        from ..model import valid_mime_type, valid_result_id
+        filename = filename or name
+        if not valid_result_id(name):
+            raise ValueError(f"result name {name!r}: no spaces, slashes or control characters")
+        if not filename.strip() or any(c.isspace() for c in filename):
+            raise ValueError(f"result file {filename!r}: no spaces")
+        if mime_type and not valid_mime_type(mime_type):
+            raise ValueError(f"result MIME type {mime_type!r}: not type/subtype[; parameters]")
+        self._reporter.send("result", name, filename, mime_type or "")
 
     def upload_path(self, name: str):
         """Where the uploaded file of parameter ``name`` is."""

@@ -10,7 +10,7 @@ import time
 from typing import Callable
 
 from ..errors import NotFound
-from ..model import Result
+from ..model import Result, valid_mime_type, valid_result_id
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 0.2     # seconds between progress writes of one job
@@ -56,7 +56,7 @@ class ReportReader:
         if word == "progress":
             self._progress(rest)
         elif word == "result":
-            parts = rest.split()
+            parts = rest.split(maxsplit=2)      # the MIME type may hold spaces
             if len(parts) >= 2:
                 self.add_result(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
         elif word == "error":
@@ -79,6 +79,12 @@ class ReportReader:
             self._last_write = time.monotonic()
 
     def add_result(self, name: str, filename: str, mime_type: str = "") -> None:
+        if not valid_result_id(name):
+            log.warning("job %s: result name %r cannot be shown; ignored", self.job_id, name)
+            return
+        if mime_type and not valid_mime_type(mime_type):
+            log.warning("job %s: result %r: MIME type %r ignored", self.job_id, name, mime_type)
+            mime_type = ""
         try:
             path = self.files.result_path(self.job_id, filename)
         except NotFound:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from typing import Callable, Iterable, Iterator
+from urllib.parse import quote
 
 from lxml import etree
 
@@ -33,10 +34,10 @@ class Links:
         self.job_url = job_url
 
     def result(self, result_id: str) -> str:
-        return f"{self.job_url}/results/{result_id}"
+        return f"{self.job_url}/results/{quote(result_id, safe='')}"
 
     def parameter(self, name: str) -> str:
-        return f"{self.job_url}/parameters/{name}"
+        return f"{self.job_url}/parameters/{quote(name, safe='')}"
 
 
 def _sub(parent, tag: str, text: str | None = None, nil: bool = False):

@@ -18,6 +18,7 @@ def download(opened, mime_type: str, name: str):
     response = send_file(file, mimetype=mime_type or "application/octet-stream",
                          as_attachment=True, download_name=name, conditional=False,
                          etag=False, max_age=0)
+    response.content_type = mime_type or "application/octet-stream"   # as declared, verbatim
     response.content_length = st.st_size
     response.last_modified = st.st_mtime
     response.set_etag(f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}")
