@@ -47,9 +47,12 @@
     if (!phase) throw new Error("not a UWS job document");
     const info = doc.getElementsByTagNameNS(INFO, "progress")[0];
     const number = (name) => info && info.hasAttribute(name) ? parseFloat(info.getAttribute(name)) : null;
+    const text = (name) => doc.getElementsByTagNameNS(UWS, name)[0]?.textContent.trim() || "";
     return {
       phase: phase.textContent.trim(),
-      started: doc.getElementsByTagNameNS(UWS, "startTime")[0]?.textContent.trim() !== "",
+      started: text("startTime") !== "",
+      startTime: text("startTime"),
+      quote: text("quote"),
       percent: number("percent"),
       elapsed: number("elapsedSeconds"),
       remaining: number("remainingSeconds"),
@@ -69,6 +72,25 @@
     }
     for (const form of root.querySelectorAll("form[data-when]")) {
       form.hidden = !form.dataset.when.split(" ").includes(phase);
+    }
+  }
+
+  /* A <dd data-role=...> holding one time: the time element, or a dash when unset. */
+  function showTime(root, role, iso) {
+    for (const el of root.querySelectorAll(`[data-role="${role}"]`)) {
+      if ((el.querySelector("time")?.getAttribute("datetime") || "") === iso) continue;
+      if (!iso) {
+        const none = document.createElement("span");
+        none.className = "none";
+        none.textContent = "—";
+        el.replaceChildren(none);
+        continue;
+      }
+      const time = document.createElement("time");
+      time.setAttribute("datetime", iso);
+      time.textContent = iso.replace("T", " ").replace(/(\.\d+)?Z$/, " UTC");
+      el.replaceChildren(time);
+      localTimes(el);
     }
   }
 
@@ -136,6 +158,8 @@
       if (leaving) return;
       showPhase(root, job.phase);
       showProgress(root, job);
+      showTime(root, "started", job.startTime);
+      showTime(root, "quote", job.quote);
       phase = job.phase;
     }
     done(phase);

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
+from uws.jobs import Control
 
 from conftest import IN_CI, LiveServer
 
@@ -193,12 +194,27 @@ def test_a_slow_job_is_aborted_with_the_abort_button(page, server):
     shot(page, "06-job-aborted")
 
 
+def test_a_job_page_opened_while_queued_follows_the_job_as_it_starts(page, server, app):
+    api = app.extensions["uws"]
+    blockers = [api.create("sleep", [("DURATION", "60")], {}, Control(run=True))
+                for _ in range(2)]      # both slots busy: the next job stays QUEUED
+    create_sleep(page, server, "30", "waiting")
+    phase_is(page, "QUEUED")
+    assert page.is_visible("form[action$='/executionduration']")
+    api.abort("sleep", blockers[0])
+    phase_is(page, "EXECUTING")
+    page.wait_for_selector("dd[data-role=started] time")
+    assert not page.is_visible("form[action$='/executionduration']")
+    for job_id in blockers[1:] + [page.url.rsplit("/", 1)[1]]:
+        api.abort("sleep", job_id)
+
+
 def test_a_job_is_deleted_with_the_delete_button(page, server):
     create_sleep(page, server, "0", "doomed")
     job_url = page.url
     page.click("button:text('Delete')")
     page.wait_for_selector("table.joblist, p.empty")
-    assert re.search(r"/sleep\?LAST=\d+$", page.url)
+    assert page.url == f"{server.url}/sleep"      # the whole paged list
     assert page.locator("td.job-name", has_text="doomed").count() == 0
     assert page.request.get(job_url).status == 404
 

@@ -209,7 +209,7 @@ class Jobs:
         seconds = self.service(service).clamp_duration(parse_duration(text))
         if not self.store.update_if(job_id, NOT_STARTED, execution_duration=seconds):
             phase = self._phase(service, job_id, caller)
-            raise Forbidden(f"cannot change the execution duration of a {phase.value} job")
+            raise Forbidden(f"cannot change the execution duration of a job that is {phase.value}")
 
     def set_destruction(self, service: str, job_id: str, text: str,
                         caller: Caller = ANONYMOUS) -> None:

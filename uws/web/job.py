@@ -39,6 +39,8 @@ def _back_to_job(service: str, job_id: str):
 
 
 def _back_to_list(service: str):
+    if wants_html():
+        return see_other(f"{base_url()}{service}")     # paged, with the real total
     return see_other(f"{base_url()}{service}?LAST={jobs_api().config.redirect_last}")
 
 

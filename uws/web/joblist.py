@@ -81,4 +81,6 @@ def _create_from_browser(service: str, control: dict, pairs):
             return see_other(job_url(service, job_id))
         except BadRequest as exc:
             errors = {"": str(exc)}
+    for name in files:      # a browser cannot keep a chosen file in a form sent back
+        errors.setdefault(name.upper(), "the file was not kept when the form came back")
     return pages.service_page(service, caller(), forms.submitted(pairs, control), errors, 400)
