@@ -31,8 +31,9 @@ class ReportReader:
         """Read report lines while the child runs, then what it left in the channel.
 
         The child's exit ends the reading, not the end of the channel: descendants
-        that inherited it (``cmd &``) may hold it open long after.  True if some
-        still did.  A report held back by the throttle is written when the
+        that inherited it (``cmd &``) may hold it open long after.  False when the
+        channel was seen to close, True when some descendant may still hold it.
+        A report held back by the throttle is written when the
         channel goes quiet, so the latest progress never waits for the next line.
         """
         os.set_blocking(fd, False)
