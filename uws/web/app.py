@@ -20,7 +20,8 @@ from ..sweeps import Sweeps
 from ..store import Store
 from ..waiting import PhaseWatch
 from . import identity, job, joblist, pages, static
-from .http import MAX_FORM_BYTES, UWSRequest, text, usable_host, wants_html
+from .http import MAX_FORM_BYTES, UWSRequest, text
+from .negotiation import usable_host, wants_html
 
 log = logging.getLogger(__name__)
 

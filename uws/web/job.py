@@ -13,9 +13,10 @@ from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
 from .downloads import download
-from .http import (FORM_TYPES, NEGOTIATED, UnsupportedMediaType, base_url, check_unencoded,
-                   form_pairs, job_url, jobs_api, query_value, see_other, single,
-                   split_control, text, uploads, wants_html, xml)
+from .http import (FORM_TYPES, UnsupportedMediaType, base_url, check_unencoded, form_pairs,
+                   job_url, jobs_api, query_value, see_other, single, split_control, text,
+                   uploads, xml)
+from .negotiation import NEGOTIATED, wants_html
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"

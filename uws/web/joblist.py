@@ -7,8 +7,9 @@ from ..errors import BadRequest
 from ..jobs import Control
 from ..render import xml as xmlr
 from . import forms, pages, paging
-from .http import (NEGOTIATED, base_url, form_pairs, job_url, jobs_api, see_other, single,
-                   split_control, text, uploads, wants_html, xml)
+from .http import (base_url, form_pairs, job_url, jobs_api, see_other, single, split_control,
+                   text, uploads, xml)
+from .negotiation import NEGOTIATED, wants_html
 from .job import caller
 
 bp = Blueprint("joblist", __name__)

@@ -1,0 +1,60 @@
+"""Content negotiation: who gets HTML pages, who gets the UWS documents."""
+from __future__ import annotations
+
+from flask import request
+from werkzeug.exceptions import BadHost
+
+#: Headers of a representation chosen by the Accept header (HTML or XML), for caches.
+NEGOTIATED = {"Vary": "Accept"}
+
+
+def wants_html() -> bool:
+    """True for browsers; XML stays the default for everyone else.
+
+    A browser ranks HTML above XML and names application/xhtml+xml.  A client
+    that ranks text/html first but also takes anything (``*/*``) without
+    naming XHTML is a library default, e.g. Java's HttpURLConnection
+    (``text/html, image/gif, image/jpeg, */*; q=0.2``, what STILTS and TOPCAT
+    send): it gets XML.  ``Accept: text/html`` alone still gets HTML.
+    """
+    if not usable_host():
+        return False    # pages build links from the Host header; plain text needs none
+    accept = request.accept_mimetypes
+    if not (accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html"
+            and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])):
+        return False
+    named = _accepted_ranges(request.headers.get("Accept", ""))
+    return "application/xhtml+xml" in named or not named & {"*/*", "*"}
+
+
+def _accepted_ranges(header: str) -> set[str]:
+    """Media ranges of an Accept header, but those refused with q=0.  Read from the
+    raw header: werkzeug drops entries such as Java's ``*; q=.2``."""
+    ranges = set()
+    for part in header.split(","):
+        media, *params = (item.strip().lower() for item in part.split(";"))
+        if media and _quality(params) > 0:
+            ranges.add(media)
+    return ranges
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        key, _, value = param.partition("=")
+        if key.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 1.0
+    return 1.0
+
+
+def usable_host() -> bool:
+    """Whether absolute URLs can be built from the request's Host header (werkzeug
+    refuses some names, e.g. empty labels or invalid IDNA such as ``xn--a``)."""
+    if isinstance(request.routing_exception, BadHost):
+        return False
+    try:
+        return request.host.rsplit(":", 1)[0] not in ("", "[]") and bool(request.url_root)
+    except ValueError:      # UnicodeError included
+        return False
