@@ -29,7 +29,11 @@ def serve_command(args) -> int:
     from .web.app import create_app, shutdown
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    cfg = config_mod.load(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+    try:
+        cfg = config_mod.load(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+    except (OSError, ValueError, TypeError, KeyError) as exc:   # TOML errors are ValueErrors
+        print(f"uws: cannot use the configuration: {exc}", file=sys.stderr)
+        return 2
     app = create_app(cfg)
     server = waitress.create_server(app, host=cfg.host, port=cfg.port, threads=cfg.threads,
                                     channel_timeout=max(cfg.wait_max + 30, 120),

@@ -75,7 +75,10 @@ def from_dict(data: dict, env=None, **overrides) -> Config:
     if unknown:
         raise ValueError(f"unknown server settings: {', '.join(sorted(unknown))}")
     for key in _INT_KEYS & set(settings):
-        settings[key] = int(settings[key])
+        try:
+            settings[key] = int(settings[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: not a whole number: {settings[key]!r}") from None
     if isinstance(settings.get("scheduler"), str):
         settings["scheduler"] = settings["scheduler"].strip().lower() in ("1", "true", "yes", "on")
     if "data_dir" in settings:

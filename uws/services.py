@@ -127,6 +127,7 @@ def _parse_bool(name: str, text: str) -> bool:
     raise ParameterError(name, f"not a boolean (true/false): {text!r}")
 
 
+RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -172,6 +173,9 @@ class Service:
     def _check_runner(self):
         if self.runner and self.command:
             raise ValueError(f"service {self.name}: give a runner or a command, not both")
+        if self.runner and not RUNNER.fullmatch(self.runner):
+            raise ValueError(f"service {self.name}: runner {self.runner!r} is not "
+                             "'package.module:function'")
         for arg in self.command:
             for name in PLACEHOLDER.findall(arg):
                 self.spec(name)     # an unknown placeholder is a configuration error

@@ -168,9 +168,11 @@ class ProcessExecutor(Executor):
         finally:
             if not followed:
                 os.close(read_fd)
-            with self._lock:
-                self._running.pop(job_id, None)
-            self._forget_if_deleted(job_id)
+            try:
+                self._forget_if_deleted(job_id)
+            finally:    # last, so a job no longer running has been tidied up
+                with self._lock:
+                    self._running.pop(job_id, None)
 
     def _launch(self, job_id: str) -> tuple[subprocess.Popen, int]:
         """Start the job's child process; its process and the read end of its report pipe."""
