@@ -10,9 +10,16 @@ from lxml import etree
 
 from uws.phases import Event
 from uws.store.tables import job as job_table
+from conftest import make_config
 from uwshelp import HREF, NIL, NS, create_id, path_of
 
 NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+@pytest.fixture
+def config(tmp_path, db_url):
+    # Lists only: no executor, so a job a test moves by hand stays where it was put.
+    return make_config(tmp_path, db_url, executor="none")
 
 
 def get_list(client, *pairs, service="sleep"):
