@@ -173,12 +173,12 @@ def test_deleting_executing_jobs_frees_their_slots(client):
 
 
 def test_deleted_executing_job_does_not_come_back(client):
-    path = create(client, DURATION="0.3")
+    path = create(client, DURATION="2")
     client.post(f"{path}/phase", data={"PHASE": "RUN"})
     assert wait_while(client, path, ("PENDING", "QUEUED")) == "EXECUTING"
     client.delete(path)
-    # Once a later 1 s job has finished, the deleted job's work would have ended too.
-    other = create(client, DURATION="1")
+    # Once a later 2.5 s job has finished, the deleted job's work would have ended too.
+    other = create(client, DURATION="2.5")
     client.post(f"{other}/phase", data={"PHASE": "RUN"})
     assert wait_while(client, other, ACTIVE) == "COMPLETED"
     assert client.get(path).status_code == 404

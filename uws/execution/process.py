@@ -55,6 +55,7 @@ class ProcessExecutor(Executor):
         self.slots = max(1, slots)
         self.worker_id = worker_name()
         self._wake = threading.Condition()
+        self._submitted = 0         # submits so far; guarded by _wake
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}
@@ -69,6 +70,7 @@ class ProcessExecutor(Executor):
 
     def submit(self, job_id: str) -> None:
         with self._wake:
+            self._submitted += 1
             self._wake.notify()
 
     def abort(self, job_id: str) -> None:
@@ -103,6 +105,8 @@ class ProcessExecutor(Executor):
     def _work_loop(self) -> None:
         services = list(self.config.services)
         while not self._stopping.is_set():
+            with self._wake:
+                seen = self._submitted
             try:
                 job_id = self.store.claim_next(self.worker_id, services, LEASE_SECONDS)
             except Exception:
@@ -110,7 +114,9 @@ class ProcessExecutor(Executor):
                 job_id = None
             if job_id is None:
                 with self._wake:
-                    if not self._stopping.is_set():
+                    # A submit during the claim (its job committed too late for it)
+                    # means claim again now rather than after a whole poll interval.
+                    if self._submitted == seen and not self._stopping.is_set():
                         self._wake.wait(POLL_SECONDS)
                 continue
             try:
