@@ -29,6 +29,11 @@ def fits_xml(text: str) -> bool:
     return _NOT_XML.search(text) is None
 
 
+def xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot carry (for what a job wrote)."""
+    return text if text.isprintable() else _NOT_XML.sub("", text)
+
+
 @dataclasses.dataclass(frozen=True)
 class Parameter:
     name: str

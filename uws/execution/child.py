@@ -67,7 +67,7 @@ class ChildContext:
         filename = filename or name
         if not valid_result_id(name):
             raise ValueError(f"result name {name!r}: no spaces, slashes or control characters")
-        if not filename.strip() or any(c.isspace() for c in filename):
+        if any(c.isspace() for c in filename):
             raise ValueError(f"result file {filename!r}: no spaces")
         if mime_type and not valid_mime_type(mime_type):
             raise ValueError(f"result MIME type {mime_type!r}: not type/subtype[; parameters]")

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from lxml import etree
 
-from ..model import Job, JobRef
+from ..model import Job, JobRef, xml_text
 from .. import timeutil
 from ..timeutil import format_time
 
@@ -77,7 +77,7 @@ def _parameters(parent, job: Job, links: Links):
         child = etree.SubElement(el, _U + "parameter", id=p.name)
         if p.by_reference:
             child.set("byReference", "true")
-        child.text = _xml_safe(parameter_value(p, links))
+        child.text = xml_text(parameter_value(p, links))
     return el
 
 
@@ -98,7 +98,7 @@ def _error(parent, job: Job) -> None:
     err = job.error
     el = etree.SubElement(parent, _U + "errorSummary", type=err.type,
                           hasDetail="true" if err.has_detail else "false")
-    _sub(el, "message", _xml_safe(err.message))
+    _sub(el, "message", xml_text(err.message))
 
 
 INFO_NS = "urn:ivoa-uws-server:jobinfo"
@@ -117,14 +117,14 @@ def progress_info(parent, job: Job, now) -> None:
     if remaining is not None:
         el.set("remainingSeconds", f"{remaining:.1f}")
     if job.progress_message:
-        el.text = _xml_safe(job.progress_message)
+        el.text = xml_text(job.progress_message)
 
 
 def job_document(job: Job, links: Links, now=None) -> bytes:
     root = _root("job")
     _sub(root, "jobId", job.id)
     if job.run_id is not None:
-        _sub(root, "runId", _xml_safe(job.run_id))
+        _sub(root, "runId", xml_text(job.run_id))
     _sub(root, "ownerId", job.owner or None, nil=not job.owner)
     _sub(root, "phase", job.phase.value)
     _time(root, "quote", job.quote)
@@ -173,10 +173,10 @@ def job_list(refs: Iterable[JobRef], job_url: Callable[[str], str],
                         write(ref.phase.value)
                     if ref.run_id is not None:
                         with element(_RUNID):
-                            write(_xml_safe(ref.run_id))
+                            write(xml_text(ref.run_id))
                     if ref.owner:
                         with element(_OWNER):
-                            write(_xml_safe(ref.owner))
+                            write(xml_text(ref.owner))
                     else:
                         with element(_OWNER, _NIL_TRUE):
                             pass
@@ -193,15 +193,3 @@ def _drain(buf: io.BytesIO) -> bytes:
     buf.seek(0)
     buf.truncate()
     return data
-
-
-def _xml_safe(text: str) -> str:
-    """Drop characters XML 1.0 cannot carry (control characters, lone surrogates)."""
-    if text.isprintable() or all(_ok(c) for c in text):
-        return text
-    return "".join(c for c in text if _ok(c))
-
-
-def _ok(c: str) -> bool:
-    o = ord(c)
-    return o in (9, 10, 13) or 0x20 <= o <= 0xD7FF or 0xE000 <= o <= 0xFFFD or o >= 0x10000
