@@ -12,15 +12,27 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 from lxml import etree
 
-from uws import config as config_mod
+# The suite tests the installed distribution (``pip install '.[test]'``), never the
+# checkout's uws/ folder: ``python -m pytest`` puts the working directory first on
+# sys.path, so take the checkout off it before anything imports uws.
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != CHECKOUT]
+try:
+    import uws  # noqa: E402
+except ImportError:
+    pytest.exit("the uws package is not installed: run pip install '.[test]' first", 2)
+
+from uws import config as config_mod  # noqa: E402
 from uws.resources import uws_schema_path
 from uws.web.app import create_app, shutdown
 
@@ -88,6 +100,13 @@ def _admin(sql: str) -> None:
 def drop_database(url: str) -> None:
     if "search_path%3D" in url:
         _admin(f"DROP SCHEMA IF EXISTS {url.rsplit('%3D', 1)[1]} CASCADE")
+
+
+@pytest.fixture(autouse=True)
+def _away_from_the_checkout(tmp_path, monkeypatch):
+    """Every test runs in a directory of its own, so nothing it starts (``python -c``,
+    a job, ``uws serve``) can import the checkout's uws/ instead of the installed one."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -14,6 +16,8 @@ NS = {"uws": "http://www.ivoa.net/xml/UWS/v1.0",
 HREF = "{http://www.w3.org/1999/xlink}href"
 NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
 ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
+#: The installed ``uws`` command, as users run it (beside this interpreter).
+UWS_COMMAND = str(Path(sys.executable).with_name("uws"))
 
 
 def path_of(url: str) -> str:

@@ -1,29 +1,33 @@
-"""Where the installed templates and schemas are (package data), or the
-repository's folders when running from a source checkout."""
+"""Where the templates and schemas are: package data beside the installed
+package (``uws/templates``, ``uws/schemas``), or the repository's top-level
+folders when ``uws`` is imported from a source checkout."""
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
 
 
-def _folder(package: str, repo_dir: str) -> Path:
-    try:
-        path = Path(str(resources.files(package)))
-        if path.is_dir():
-            return path
-    except ModuleNotFoundError:
-        pass
-    return _REPO / repo_dir
+def _folder(name: str) -> Path:
+    # An installed package holds its data as plain directories beside its modules.
+    # (importlib.resources.files() of the data folder is no help: setuptools
+    # installs it as a namespace package, whose MultiplexedPath has no file path.)
+    installed = _PACKAGE / name
+    if installed.is_dir():
+        return installed
+    if (_CHECKOUT / "setup.cfg").is_file() and (_CHECKOUT / name).is_dir():
+        return _CHECKOUT / name
+    raise FileNotFoundError(f"the uws package data {name!r} is missing: "
+                            f"neither {installed} nor a source checkout's {name}/ exists")
 
 
 def templates_dir() -> Path:
-    return _folder("uws.templates", "templates")
+    return _folder("templates")
 
 
 def schemas_dir() -> Path:
-    return _folder("uws.schemas", "schemas")
+    return _folder("schemas")
 
 
 def uws_schema_path() -> Path:
