@@ -131,6 +131,20 @@ def test_a_trusted_proxy_header_wins_over_credentials_the_proxy_passes_on(client
     assert client.get(f"{path}/owner", headers={"X-Remote-User": "dave"}).data == b"dave"
 
 
+def test_a_utf8_owner_name_from_the_proxy_header_is_decoded(client):
+    # WSGI passes header bytes on as latin-1 text: "zoë" arrives as "zoÃ«"
+    latin1 = "zoë".encode().decode("latin-1")
+    r = client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": latin1})
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert client.get(f"{path}/owner", headers={"X-Remote-User": latin1}).data == "zoë".encode()
+
+
+def test_a_proxy_header_that_is_not_utf8_answers_400(client):
+    r = client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": "d\xe4ve"})
+    assert r.status_code == 400
+    assert client.get("/sleep", headers={"X-Remote-User": "d\xe4ve"}).status_code == 400
+
+
 def test_wrong_credentials_from_an_untrusted_address_answer_401_despite_the_header(client):
     r = client.get("/sleep", environ_base={"REMOTE_ADDR": "192.0.2.7"},
                    headers={"X-Remote-User": "dave", "Authorization": "Bearer guess"})
@@ -157,3 +171,61 @@ def test_a_service_closed_to_anonymous_use_challenges_with_401(tmp_path, db_url,
         assert c.get("/sleep", headers=basic("bob")).status_code == 200
     finally:
         shutdown(app)
+
+
+# -- Authorization headers the server does not check ------------------------------------
+
+EMPTY_BASIC = "Basic " + base64.b64encode(b":").decode()
+
+
+@pytest.fixture
+def open_server(tmp_path, db_url):
+    """A server with no [auth] table: everyone is anonymous."""
+    app = create_app(make_config(tmp_path, db_url, executor="none", scheduler=False))
+    app.test_client_class = ValidatingClient
+    yield app.test_client()
+    shutdown(app)
+
+
+@pytest.mark.parametrize("header", [EMPTY_BASIC, "Basic", "Bearer a-gateway-token",
+                                    "Negotiate YIIB", "Basic not-base64!"])
+def test_a_server_without_authentication_ignores_authorization_headers(open_server, header):
+    r = open_server.post("/sleep", data={"DURATION": "0"}, headers={"Authorization": header})
+    assert r.status_code == 303
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert open_server.get(f"{path}/owner", headers={"Authorization": header}).data == b""
+    assert open_server.get("/sleep", headers={"Authorization": header}).status_code == 200
+
+
+@pytest.fixture
+def basic_only(tmp_path, db_url):
+    """Basic authentication only, with the sleep service closed to anonymous callers
+    and the checksum service open to them."""
+    import dataclasses
+    from uws.auth import AuthConfig
+    cfg = make_config(tmp_path, db_url, executor="none", scheduler=False)
+    cfg.auth = AuthConfig(modes=("basic",), users={
+        "alice": generate_password_hash(USERS["alice"], method=FAST_HASH)})
+    cfg.services["sleep"] = dataclasses.replace(cfg.services["sleep"], anonymous=False)
+    app = create_app(cfg)
+    app.test_client_class = ValidatingClient
+    yield app.test_client()
+    shutdown(app)
+
+
+def test_a_scheme_that_is_not_configured_counts_as_no_credentials(basic_only):
+    bearer = {"Authorization": "Bearer a-gateway-token"}
+    assert basic_only.get("/checksum", headers=bearer).status_code == 200    # anonymous
+    r = basic_only.get("/sleep", headers=bearer)
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic realm=")
+
+
+def test_empty_basic_credentials_count_as_none(basic_only):
+    assert basic_only.get("/checksum", headers={"Authorization": EMPTY_BASIC}).status_code == 200
+    assert basic_only.get("/sleep", headers={"Authorization": EMPTY_BASIC}).status_code == 401
+
+
+def test_wrong_credentials_of_a_configured_scheme_still_answer_401(basic_only):
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"alice:guess").decode()}
+    assert basic_only.get("/checksum", headers=wrong).status_code == 401
+    assert basic_only.get("/sleep", headers=basic("alice")).status_code == 200

@@ -1,21 +1,26 @@
 """Who is calling: anonymous, HTTP Basic, bearer tokens, or a trusted proxy header.
 
-Credentials that are present but wrong always answer 401 (never a silent fall
-back to anonymous).  A trusted proxy's header wins over an ``Authorization``
-header: the proxy authenticated the caller, and may pass its credentials on.
-A service declaring ``anonymous = false`` answers 401 with
-a challenge to callers without credentials.
+Only the schemes the ``[auth]`` table turns on are read.  An ``Authorization``
+header of another scheme is no credentials at all (a server without
+authentication ignores it: validators send empty Basic credentials, gateways
+pass bearer tokens on).  Credentials of a configured scheme that are wrong
+always answer 401 (never a silent fall back to anonymous).  A trusted proxy's
+header wins over an ``Authorization`` header: the proxy authenticated the
+caller, and may pass its credentials on.  A service declaring
+``anonymous = false`` answers 401 with a challenge to callers without
+credentials.  Passwords are checked by :mod:`.passwords`, which bounds what
+guessing can cost the server.
 """
 from __future__ import annotations
 
 import hmac
 
-from flask import g, request
-from werkzeug.security import check_password_hash
+from flask import current_app, g, request
 
-from ..errors import UWSError
+from ..errors import BadRequest, UWSError
 from ..auth import AuthConfig, token_digest
 from ..jobs import ANONYMOUS, Caller
+from .passwords import PasswordGate
 
 
 class Unauthorized(UWSError):
@@ -40,6 +45,11 @@ def _auth_config() -> AuthConfig:
     return jobs_api().config.auth
 
 
+def install(app) -> None:
+    """Give the app its password checker (its limits hold across requests)."""
+    app.extensions["uws_passwords"] = PasswordGate(app.extensions["uws"].config.auth)
+
+
 def _authenticate(cfg: AuthConfig) -> Caller:
     name = _from_header(cfg) or _from_authorization(cfg)
     if not name:
@@ -50,20 +60,33 @@ def _authenticate(cfg: AuthConfig) -> Caller:
 def _from_header(cfg: AuthConfig) -> str | None:
     if "header" not in cfg.modes or request.remote_addr not in cfg.trusted_proxies:
         return None
-    return request.headers.get(cfg.header) or None
+    raw = request.headers.get(cfg.header)
+    if not raw:
+        return None
+    try:    # WSGI hands headers over as latin-1 text; names are UTF-8
+        return raw.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise BadRequest(f"the {cfg.header} header is not UTF-8") from None
+
+
+#: The modes that are schemes of the Authorization header.
+SCHEMES = frozenset({"basic", "bearer"})
 
 
 def _from_authorization(cfg: AuthConfig) -> str | None:
+    scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+    if scheme.lower() not in SCHEMES & set(cfg.modes) or not credentials.strip():
+        return None     # no credentials of a scheme this server checks
     auth = request.authorization
     if auth is None:
-        if request.headers.get("Authorization"):
-            raise Unauthorized("malformed Authorization header")
-        return None
-    if auth.type == "basic" and "basic" in cfg.modes:
-        stored = cfg.users.get(auth.username or "")
-        if stored and check_password_hash(stored, auth.password or ""):
+        raise Unauthorized("malformed Authorization header")
+    if auth.type == "basic":
+        if not auth.username and not auth.password:
+            return None     # empty Basic credentials (validators send them): none at all
+        gate: PasswordGate = current_app.extensions["uws_passwords"]
+        if gate.check(request.remote_addr or "", auth.username or "", auth.password or ""):
             return auth.username
-    elif auth.type == "bearer" and "bearer" in cfg.modes and auth.token:
+    elif auth.token:
         digest = token_digest(auth.token)
         for known, name in cfg.tokens.items():
             if hmac.compare_digest(known, digest):
