@@ -7,8 +7,13 @@ SQLite and PostgreSQL store without surprises).  On the wire it is always
 from __future__ import annotations
 
 import datetime as _dt
+import re
 
 UTC = _dt.timezone.utc
+# What datetime.fromisoformat does not read: reduced precision (a year, a
+# month) and ordinal dates, extended or basic.  Each means its first instant.
+_YEAR_MONTH = re.compile(r"(\d{4})(?:-(\d{2}))?")
+_ORDINAL = re.compile(r"(\d{4})-?(\d{3})")
 
 
 def now() -> _dt.datetime:
@@ -40,7 +45,9 @@ def parse_time(text: str) -> _dt.datetime:
     """Parse an ISO 8601 instant leniently; a missing zone means UTC.
 
     Accepts what clients send: ``...Z``, six-digit fractions (pyvo), no zone
-    (uws-client), explicit offsets, a space instead of ``T``, a bare date.
+    (uws-client), explicit offsets, a space instead of ``T``, a bare date, the
+    basic format (``20151026T1010Z``), and reduced precision: ``2015`` and
+    ``2015-10`` are the first instant of that year or month (UTC).
     Raises ValueError with a readable message.
     """
     s = text.strip()
@@ -49,7 +56,7 @@ def parse_time(text: str) -> _dt.datetime:
     if s[-1] in "zZ":
         s = s[:-1] + "+00:00"
     try:
-        value = _dt.datetime.fromisoformat(s)
+        value = _reduced(s) or _dt.datetime.fromisoformat(s)
     except ValueError:
         raise ValueError(f"not an ISO 8601 time: {text!r}") from None
     if value.tzinfo is not None:
@@ -58,6 +65,22 @@ def parse_time(text: str) -> _dt.datetime:
         except OverflowError:
             raise ValueError(f"time out of range: {text!r}") from None
     return value
+
+
+def _reduced(s: str) -> _dt.datetime | None:
+    """A year, a year and month, or an ordinal date; None for other forms."""
+    if match := _YEAR_MONTH.fullmatch(s):
+        return _dt.datetime(int(match[1]), int(match[2] or 1), 1)
+    if match := _ORDINAL.fullmatch(s):
+        day = int(match[2])
+        if not 1 <= day <= 366:
+            raise ValueError(s)
+        start = _dt.datetime(int(match[1]), 1, 1)
+        value = start + _dt.timedelta(days=day - 1)
+        if value.year != start.year:
+            raise ValueError(s)
+        return value
+    return None
 
 
 def add_seconds(value: _dt.datetime, seconds: float) -> _dt.datetime:
