@@ -6,6 +6,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 
 
 def main(argv=None) -> int:
@@ -23,42 +24,85 @@ def main(argv=None) -> int:
 
 
 def serve_command(args) -> int:
-    import waitress
+    from sqlalchemy.exc import SQLAlchemyError
 
     from . import config as config_mod
-    from .web.app import create_app, shutdown
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_mod.load(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
-    except (OSError, ValueError, TypeError, KeyError) as exc:   # TOML errors are ValueErrors
-        print(f"uws: cannot use the configuration: {exc}", file=sys.stderr)
-        return 2
-    app = create_app(cfg)
-    server = waitress.create_server(app, host=cfg.host, port=cfg.port, threads=cfg.threads,
-                                    channel_timeout=max(cfg.wait_max + 30, 120),
-                                    connection_limit=max(1000, cfg.threads * 2), ident="uws",
-                                    # waitress buffers a whole body before the app sees
-                                    # it: refuse larger ones as their headers arrive.
-                                    max_request_body_size=cfg.max_body_bytes,
-                                    # the host of absolute URLs for HTTP/1.0 requests
-                                    # without Host (waitress's default is a dummy)
-                                    server_name=_server_name(cfg.host))
+    except config_mod.ConfigError as exc:
+        return _refuse(f"cannot use the configuration: {exc}")
+    app = DeferredApp()
+    try:
+        # Take the port before the app starts its executor and sweeps, so a second
+        # server started by mistake changes nothing of the first one's jobs.
+        server = _listen(app, cfg)
+    except OSError as exc:
+        return _refuse(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}")
+    try:
+        app.build(cfg)
+    except (config_mod.ConfigError, OSError, ImportError, SQLAlchemyError) as exc:
+        server.close()      # a database or data directory that cannot be used
+        return _refuse(f"cannot start: {' '.join(str(exc).split())}")
     print(f"UWS server on http://{cfg.host}:{server.effective_port}/ "
           f"(data in {cfg.data_dir.resolve()})", flush=True)
+    logging.getLogger("uws.cli").info("%s", server.limits_text)
+    return _run(server, app)
+
+
+def _refuse(message: str) -> int:
+    print(f"uws: {message}", file=sys.stderr)
+    return 2
+
+
+class DeferredApp:
+    """The WSGI app, built once the server holds its port."""
+
+    def __init__(self):
+        self.app = None
+
+    def build(self, cfg) -> None:
+        from .web.app import create_app
+        self.app = create_app(cfg)
+
+    def __call__(self, environ, start_response):
+        return self.app(environ, start_response)
+
+
+def _listen(app, cfg):
+    from . import httpserver
+    open_files = httpserver.raise_open_file_limit()
+    return httpserver.create(app, cfg, open_files, _server_name(cfg.host))
+
+
+def _run(server, app: DeferredApp) -> int:
+    from .web.app import shutdown
 
     def _stop(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _stop)
     try:
-        server.run()
+        _serve_until_stopped(server)
     except KeyboardInterrupt:
         pass
     finally:
         server.close()
-        shutdown(app)
+        shutdown(app.app)
     return 0
+
+
+def _serve_until_stopped(server) -> None:
+    """Run the event loop until SIGTERM or Ctrl-C (waitress's run() then returns);
+    whatever else escapes it is logged and the loop goes on, jobs and all."""
+    while True:
+        try:
+            server.run()
+            return
+        except Exception:
+            logging.getLogger("uws.cli").exception("the server loop failed; serving on")
+            time.sleep(0.1)     # no busy loop if the failure repeats
 
 
 def _server_name(host: str) -> str:

@@ -1,34 +1,67 @@
 """Configuration: a TOML file, then ``UWS_*`` environment overrides.
 
+The file's shape is declared once, by the dataclasses it is read into
+(:class:`Config` for ``[server]`` and ``[executor]``, :class:`~uws.auth.AuthConfig`,
+:class:`~uws.services.Service`, :class:`~uws.services.ParamSpec`,
+:class:`~uws.services.Output`), and read strictly (:mod:`uws.shapes`): an
+unknown table or key, a value of the wrong type or out of range, or a service
+that could not run a job stops the server at start with a :class:`ConfigError`
+naming the file, the key and the problem.
+
 With no file (or a file declaring no services) the demo services run.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
+import shutil
 import tomllib
 from pathlib import Path
 
+from . import hosts, shapes
 from .auth import AuthConfig
-from .services import Output, ParamSpec, Service
+from .services import FALSE_WORDS, TRUE_WORDS, ParamSpec, Service
+
+EXECUTORS = ("local", "none")
+TABLES = ("server", "executor", "auth", "services")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; its text is one line saying where and why."""
+
+
+def _setting(table: str, default=dataclasses.MISSING, factory=dataclasses.MISSING, **meta):
+    return dataclasses.field(default=default, default_factory=factory,
+                             metadata={"table": table, **meta})
 
 
 @dataclasses.dataclass
 class Config:
-    host: str = "127.0.0.1"
-    port: int = 8700
-    data_dir: Path = Path("uws-data")
-    database_url: str = ""          # default: SQLite inside data_dir
-    wait_max: int = 60              # cap for WAIT=-1 and large WAITs, seconds
-    threads: int = 400              # HTTP worker threads (blocking WAITs hold one each)
-    max_waiters: int = 0            # concurrent blocking WAITs; 0 = threads - 16
-    executor: str = "local"         # "local", or "none" (another process runs jobs)
-    slots: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
-    scheduler: bool = True          # run the deadline/destruction/lease sweeps here
-    max_upload_bytes: int = 100 * 1024 * 1024
-    redirect_last: int = 100        # LAST=n on the job-list URL we redirect to
+    host: str = _setting("server", "127.0.0.1")
+    port: int = _setting("server", 8700, min=0, max=65535)
+    data_dir: Path = _setting("server", Path("uws-data"))
+    database_url: str = _setting("server", "")          # default: SQLite inside data_dir
+    wait_max: int = _setting("server", 60, min=0, max=86400)   # cap of a WAIT, seconds
+    threads: int = _setting("server", 400, min=1, max=10000)  # HTTP threads (a WAIT holds one)
+    max_waiters: int = _setting("server", 0, min=0)     # concurrent WAITs; 0 = threads - 16
+    scheduler: bool = _setting("server", True)          # run the sweeps in this process
+    max_upload_bytes: int = _setting("server", 100 * 1024 * 1024, min=0)
+    redirect_last: int = _setting("server", 100, min=1)   # LAST=n of a DELETE's redirect
+    # the base of every absolute URL behind a reverse proxy ("" = as the client addressed us)
+    public_url: str = _setting("server", "", read=hosts.public_url)
+    # host names answered besides localhost, the bound address and public_url's ("*" = any)
+    allowed_hosts: tuple[str, ...] = _setting("server", (), read=hosts.host_names)
+    # Connections (see uws.httpserver): 0 = derived from the open-file limit.
+    connection_limit: int = _setting("server", 0, min=0, max=1_000_000)
+    connections_per_address: int = _setting("server", 0, min=0, max=1_000_000)
+    idle_timeout: int = _setting("server", 60, min=1, max=86400)    # no request, no progress
+    header_timeout: int = _setting("server", 10, min=1, max=3600)   # a request's headers
+    send_timeout: int = _setting("server", 30, min=1, max=3600)     # a client that reads nothing
+    executor: str = _setting("executor", "local", key="kind", choices=EXECUTORS)
+    slots: int = _setting("executor", factory=lambda: os.cpu_count() or 1, min=1, max=4096)
     services: dict[str, Service] = dataclasses.field(default_factory=dict)
-    auth: AuthConfig = dataclasses.field(default_factory=AuthConfig)   # anonymous only by default
+    auth: AuthConfig = dataclasses.field(default_factory=AuthConfig)   # anonymous only
 
     @property
     def db_url(self) -> str:
@@ -46,70 +79,146 @@ class Config:
         return self.max_waiters or max(self.threads - 16, 1)
 
 
-_INT_KEYS = {"port", "wait_max", "threads", "max_waiters", "slots", "max_upload_bytes", "redirect_last"}
 _ENV = {
     "UWS_HOST": "host", "UWS_PORT": "port", "UWS_DATA_DIR": "data_dir",
     "UWS_DATABASE_URL": "database_url", "UWS_WAIT_MAX": "wait_max",
     "UWS_THREADS": "threads", "UWS_EXECUTOR": "executor", "UWS_SLOTS": "slots",
     "UWS_MAX_UPLOAD_BYTES": "max_upload_bytes", "UWS_SCHEDULER": "scheduler",
+    "UWS_PUBLIC_URL": "public_url",
 }
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
 
 def load(path: str | os.PathLike | None = None, env=None, **overrides) -> Config:
-    """Build a Config from an optional TOML file, the environment and keyword overrides."""
-    data = tomllib.loads(Path(path).read_text()) if path else {}
-    return from_dict(data, env=os.environ if env is None else env, **overrides)
-
-
-def from_dict(data: dict, env=None, **overrides) -> Config:
-    settings = dict(data.get("server", {}))
-    settings.update({k: v for k, v in data.get("executor", {}).items() if k in ("slots",)})
-    if "kind" in data.get("executor", {}):
-        settings["executor"] = data["executor"]["kind"]
-    for var, value in (env or {}).items():
-        if var in _ENV and value != "":
-            settings[_ENV[var]] = value
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name for f in dataclasses.fields(Config)} - {"services", "auth"}
-    unknown = set(settings) - known
-    if unknown:
-        raise ValueError(f"unknown server settings: {', '.join(sorted(unknown))}")
-    for key in _INT_KEYS & set(settings):
+    """A Config from an optional TOML file, the environment and keyword overrides."""
+    data = {}
+    if path:
         try:
-            settings[key] = int(settings[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"{key}: not a whole number: {settings[key]!r}") from None
-    if isinstance(settings.get("scheduler"), str):
-        settings["scheduler"] = settings["scheduler"].strip().lower() in ("1", "true", "yes", "on")
-    if "data_dir" in settings:
-        settings["data_dir"] = Path(settings["data_dir"])
-    services = parse_services(data.get("services", {})) or demo_services()
-    return Config(services=services, auth=AuthConfig.from_table(data.get("auth", {})),
-                  **settings)
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return from_dict(data, env=os.environ if env is None else env, source=str(path or ""),
+                     **overrides)
 
 
-def parse_services(table: dict) -> dict[str, Service]:
+def from_dict(data: dict, env=None, source: str = "", **overrides) -> Config:
+    """A Config from a dict shaped like the TOML file (``source`` names it in errors)."""
+    try:
+        settings, services, auth = _read_file(data)
+    except shapes.ShapeError as exc:
+        raise ConfigError(f"{source or 'the configuration'}: {exc}") from None
+    settings.update(_environment(env or {}))
+    settings.update(_overrides(overrides))
+    return Config(services=services or demo_services(), auth=auth, **settings)
+
+
+def _read_file(data: dict):
+    unknown = sorted(set(data) - set(TABLES))
+    if unknown:
+        raise shapes.ShapeError(f"[{unknown[0]}]",
+                                f"unknown table; expected one of {', '.join(TABLES)}")
+    settings = {}
+    for table in ("server", "executor"):
+        settings.update(_settings_table(table, data.get(table, {})))
+    auth = shapes.read(AuthConfig, data.get("auth", {}), "auth")
+    return settings, _services(data.get("services", {})), auth
+
+
+def _settings_table(table: str, raw) -> dict:
+    if not isinstance(raw, dict):
+        raise shapes.ShapeError(table, "must be a table")
+    fields = {f.metadata.get("key", f.name): f for f in shapes.readable_fields(Config, table)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise shapes.ShapeError(f"{table}.{unknown[0]}",
+                                f"unknown key; expected one of {', '.join(sorted(fields))}")
+    return {fields[key].name: shapes.value_of(fields[key], value, f"{table}.{key}", Config)
+            for key, value in raw.items()}
+
+
+def _environment(env) -> dict:
+    settings = {}
+    for var, name in _ENV.items():
+        text = env.get(var, "")
+        if text == "":
+            continue
+        try:
+            settings[name] = shapes.parse_text(_FIELDS[name], text, var, Config,
+                                               TRUE_WORDS, FALSE_WORDS)
+        except shapes.ShapeError as exc:
+            raise ConfigError(f"environment variable {exc}") from None
+    return settings
+
+
+def _overrides(overrides: dict) -> dict:
+    settings = {}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        field = _FIELDS.get(name)
+        if field is None or "table" not in field.metadata:
+            raise ConfigError(f"setting {name!r}: unknown")
+        try:
+            settings[name] = shapes.value_of(field, value, name, Config)
+        except shapes.ShapeError as exc:
+            raise ConfigError(f"setting {exc}") from None
+    return settings
+
+
+def _services(table) -> dict[str, Service]:
+    if not isinstance(table, dict):
+        raise shapes.ShapeError("services", "must be a table of [services.NAME] tables")
     services = {}
-    for name, spec in table.items():
-        spec = dict(spec)
-        params = tuple(_param(p) for p in spec.pop("parameters", []))
-        spec["command"] = tuple(spec.get("command", ()))
-        spec["outputs"] = tuple(Output(**o) for o in spec.get("outputs", ()))
-        services[name] = Service(name=name, parameters=params, **spec)
+    for name, raw in table.items():
+        where = f"services.{name}"
+        service = shapes.read(Service, raw, where, name=name)
+        service = _default_durations(service, raw, where)
+        _check_runnable(service, where)
+        services[name] = service
     return services
 
 
-def _param(table: dict) -> ParamSpec:
-    table = dict(table)
-    if "default" in table and table["default"] is not None:
-        value = table["default"]
-        table["default"] = str(value).lower() if isinstance(value, bool) else str(value)
-    if "choices" in table:
-        table["choices"] = tuple(table["choices"])
-    for bound in ("min", "max"):
-        if bound in table:
-            table[{"min": "minimum", "max": "maximum"}[bound]] = table.pop(bound)
-    return ParamSpec(**table)
+def _default_durations(service: Service, raw: dict, where: str) -> Service:
+    """Defaults within their maxima: a default left out is lowered to its maximum,
+    one written out beyond it is a mistake."""
+    changes = {}
+    for key, limit_key in (("execution_duration", "max_execution_duration"),
+                           ("lifetime", "max_lifetime")):
+        value, limit = getattr(service, key), getattr(service, limit_key)
+        if limit and (value == 0 or value > limit):
+            if key in raw:
+                shown = "0 (unlimited)" if value == 0 else value
+                raise shapes.ShapeError(f"{where}.{key}", f"{shown} is beyond "
+                                        f"{limit_key} ({limit})")
+            changes[key] = limit
+    return dataclasses.replace(service, **changes) if changes else service
+
+
+def _check_runnable(service: Service, where: str) -> None:
+    """The runner's function imports (here, as it will in each job), or the
+    command's program exists: otherwise every job of the service would fail."""
+    if service.runner:
+        module_name, _, function = service.runner.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:    # whatever the module raises while importing
+            raise shapes.ShapeError(f"{where}.runner", f"cannot import {module_name!r} "
+                                    f"({type(exc).__name__}: {exc}); is it installed or "
+                                    "on PYTHONPATH?") from None
+        if not callable(getattr(module, function, None)):
+            raise shapes.ShapeError(f"{where}.runner",
+                                    f"module {module_name!r} has no function {function!r}")
+        return
+    program = service.command[0]
+    if "/" in program and not os.path.isabs(program):
+        raise shapes.ShapeError(f"{where}.command", f"{program!r}: give the program as an "
+                                "absolute path or a name on PATH (jobs run in their own "
+                                "directory)")
+    if shutil.which(program) is None:
+        raise shapes.ShapeError(f"{where}.command", f"{program!r}: no such executable "
+                                "program" + ("" if "/" in program else " on PATH"))
 
 
 def demo_services() -> dict[str, Service]:

@@ -11,12 +11,14 @@ import math
 import re
 
 from . import timeutil
-from .model import fits_xml
+from .model import fits_xml, valid_mime_type, valid_result_id
 
 TYPES = ("string", "integer", "float", "boolean", "datetime", "enum", "file")
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 SERVICE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+# A parameter name is also a file name (uploads) and a placeholder in commands.
+PARAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 URL_VALUE = re.compile(r"^https?://[^\s]+$", re.IGNORECASE)
 
 #: UWS job-control names: never service parameters (UWS 1.1 §2.1.11).
@@ -32,24 +34,61 @@ class ParameterError(ValueError):
         self.message = message
 
 
+def _value_text(raw) -> str:
+    """A default as the text a client would send (TOML may give a number or a boolean)."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (str, int, float)):
+        return str(raw)
+    raise TypeError(f"must be a string, a number or a boolean, not {type(raw).__name__}")
+
+
+def _field(default, **metadata):
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclasses.dataclass(frozen=True)
 class ParamSpec:
+    """One declared parameter (a ``[[services.NAME.parameters]]`` table)."""
     name: str
-    type: str = "string"
+    type: str = _field("string", choices=TYPES)
     required: bool = False
-    default: str | None = None
+    default: str | None = _field(None, read=_value_text)
     description: str = ""
-    minimum: float | None = None
-    maximum: float | None = None
-    max_length: int = 65536
+    minimum: float | None = _field(None, key="min")
+    maximum: float | None = _field(None, key="max")
+    max_length: int = _field(65536, min=1)
     choices: tuple[str, ...] = ()
     multiple: bool = False
+    allow_options: bool = False    # a command may receive a value starting with "-"
 
     def __post_init__(self):
         if self.type not in TYPES:
             raise ValueError(f"parameter {self.name}: unknown type {self.type!r}")
-        if self.type == "enum" and not self.choices:
-            raise ValueError(f"parameter {self.name}: an enum needs choices")
+        if not PARAM_NAME.fullmatch(self.name):
+            raise ValueError(f"parameter name {self.name!r}: a letter, then letters, digits, "
+                             "_, . or - (at most 64)")
+        if (self.type == "enum") != bool(self.choices):
+            raise ValueError(f"parameter {self.name}: choices are for enum parameters, "
+                             "and an enum needs them")
+        numeric = self.type in ("integer", "float")
+        if not numeric and (self.minimum is not None or self.maximum is not None):
+            raise ValueError(f"parameter {self.name}: min and max are for integer and float "
+                             "parameters")
+        if numeric and None not in (self.minimum, self.maximum) and self.minimum > self.maximum:
+            raise ValueError(f"parameter {self.name}: min is above max")
+        self._check_default()
+
+    def _check_default(self):
+        if self.default is None:
+            return
+        if self.required:
+            raise ValueError(f"parameter {self.name}: a required parameter takes no default")
+        try:
+            self.check(self.default)
+        except ParameterError as exc:
+            raise ValueError(f"parameter {self.name}: default {self.default!r}: "
+                             f"{exc.message}") from None
 
     @property
     def is_file(self) -> bool:
@@ -128,7 +167,7 @@ def _parse_bool(name: str, text: str) -> bool:
 
 
 RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.-]*)\}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,12 +176,27 @@ class Output:
     name: str
     file: str
     mime_type: str = ""
+    optional: bool = False      # else a command that exits 0 without it ends in ERROR
+
+    def __post_init__(self):
+        if not valid_result_id(self.name):
+            raise ValueError(f"output name {self.name!r}: no spaces, slashes or control characters")
+        if not OUTPUT_FILE.fullmatch(self.file) or ".." in self.file.split("/"):
+            raise ValueError(f"output file {self.file!r}: a relative path inside the job's "
+                             "working directory, without spaces")
+        if self.mime_type and not valid_mime_type(self.mime_type):
+            raise ValueError(f"output {self.name}: MIME type {self.mime_type!r} is not "
+                             "type/subtype[; parameters]")
+
+
+OUTPUT_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_SECONDS = {"min": 0, "max": 2**31 - 1}
 
 
 @dataclasses.dataclass(frozen=True)
 class Service:
-    """One job list, mounted at ``/{name}``."""
-    name: str
+    """One job list, mounted at ``/{name}`` (a ``[services.NAME]`` table)."""
+    name: str = dataclasses.field(metadata={"skip": True})    # the table's key
     description: str = ""
     parameters: tuple[ParamSpec, ...] = ()
     runner: str | None = None          # "package.module:function", called in a child process
@@ -150,12 +204,13 @@ class Service:
     outputs: tuple[Output, ...] = ()   # files a command writes that become results
     retry: bool = False                # safe to re-run after a lost worker (else ERROR)
     anonymous: bool = True             # may unauthenticated callers create and list jobs
-    max_jobs_per_owner: int = 0        # jobs one owner may keep (not ARCHIVED); 0 = no limit
-    execution_duration: int = 600      # default, seconds (0 = unlimited)
-    max_execution_duration: int = 3600
-    lifetime: int = 7 * 86400          # default destruction = creation + lifetime
-    max_lifetime: int = 30 * 86400
+    max_jobs_per_owner: int = _field(0, min=0)   # jobs one owner may keep; 0 = no limit
+    execution_duration: int = _field(600, **_SECONDS)          # default (0 = unlimited)
+    max_execution_duration: int = _field(3600, **_SECONDS)
+    lifetime: int = _field(7 * 86400, **_SECONDS)    # default destruction = creation + lifetime
+    max_lifetime: int = _field(30 * 86400, **_SECONDS)
     archive: bool = False              # at destruction: ARCHIVED instead of forgotten
+    fetch_hosts: tuple[str, ...] = ()  # hosts a URL parameter may name though not public
 
     def __post_init__(self):
         if not SERVICE_NAME.match(self.name):
@@ -164,21 +219,47 @@ class Service:
         for spec in self.parameters:
             key = spec.name.upper()
             if key in seen or key in CONTROL_NAMES:
-                raise ValueError(f"service {self.name}: parameter name {spec.name!r} is taken")
+                raise ValueError(f"parameter name {spec.name!r} is taken")
             seen.add(key)
             if spec.is_file and spec.multiple:
-                raise ValueError(f"service {self.name}: file parameter {spec.name} cannot be multiple")
+                raise ValueError(f"file parameter {spec.name} cannot be multiple")
         self._check_runner()
 
     def _check_runner(self):
-        if self.runner and self.command:
-            raise ValueError(f"service {self.name}: give a runner or a command, not both")
+        if bool(self.runner) == bool(self.command):
+            raise ValueError("give either a runner or a command")
         if self.runner and not RUNNER.fullmatch(self.runner):
-            raise ValueError(f"service {self.name}: runner {self.runner!r} is not "
+            raise ValueError(f"runner {self.runner!r} is not "
                              "'package.module:function'")
+        if self.outputs and not self.command:
+            raise ValueError("outputs are for command runners "
+                             "(a Python runner declares results with ctx.add_result)")
+        if self.command and (not self.command[0] or PLACEHOLDER.search(self.command[0])):
+            raise ValueError("command: the program (its first word) must be fixed, "
+                             "without placeholders")
         for arg in self.command:
             for name in PLACEHOLDER.findall(arg):
                 self.spec(name)     # an unknown placeholder is a configuration error
+        for spec in self.parameters:
+            if spec.default is not None:
+                try:
+                    self.check_option(spec, spec.default)
+                except ParameterError as exc:
+                    raise ValueError(f"parameter {spec.name}: default "
+                                     f"{spec.default!r}: {exc.message}") from None
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The declared names of the parameters a command line receives."""
+        return frozenset(self.spec(name).name for arg in self.command
+                         for name in PLACEHOLDER.findall(arg))
+
+    def check_option(self, spec: ParamSpec, text: str) -> None:
+        """A value a command receives never starts with "-", where the program would
+        read it as an option (``--to-command=...``), unless the parameter allows it."""
+        if text.startswith("-") and not spec.allow_options and spec.name in self.placeholders:
+            raise ParameterError(spec.name, "must not start with '-' (the command would "
+                                 "read it as an option)")
 
     def command_line(self, values: dict[str, str]) -> list[str]:
         """The command with each {NAME} replaced by its value; no shell is involved."""
@@ -228,6 +309,7 @@ def collect(service: Service, pairs, uploads: dict, *, creating: bool) -> list[V
             referenced.add(part)
             values.append(Value(spec.name, "", uploads[part], True))
         else:
+            service.check_option(spec, text)
             values.append(Value(spec.name, spec.check(text), by_reference=spec.is_file))
     for part, upload in uploads.items():
         if part in referenced:
@@ -262,11 +344,12 @@ def _defaults(service: Service, given: set[str]) -> list[Value]:
     return added
 
 
-def typed_values(service: Service, parameters) -> dict:
+def typed_values(specs, parameters) -> dict:
     """Typed values for a runner: {name: value}, a list for multi-valued names."""
+    by_name = {spec.name: spec for spec in specs}
     out: dict = {}
     for p in parameters:
-        spec = service.spec(p.name)
+        spec = by_name[p.name]
         value = p.value if spec.is_file else spec.convert(p.value)
         if spec.multiple:
             out.setdefault(spec.name, []).append(value)
