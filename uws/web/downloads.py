@@ -1,9 +1,12 @@
 """Serving a job's files (results, uploads): streamed, with ranges, sandboxed."""
 from __future__ import annotations
 
+import io
+
 from flask import request, send_file
 from werkzeug.exceptions import RequestedRangeNotSatisfiable
 from werkzeug.http import parse_range_header
+from werkzeug.wsgi import wrap_file
 
 SANDBOX = "sandbox; default-src 'none'"
 
@@ -28,6 +31,12 @@ def download(opened, mime_type: str, name: str):
     except RequestedRangeNotSatisfiable:
         file.close()
         raise
+    if response.status_code == 206:
+        # werkzeug sends a range by iterating in the request's worker thread, which
+        # a client that never reads then holds; the server's file wrapper (as for a
+        # whole file) sends from its event loop instead, exactly the range's bytes.
+        span = response.content_range
+        response.response = wrap_file(request.environ, FileSpan(file, span.start, span.stop))
     response.headers["Content-Security-Policy"] = SANDBOX
     return response
 
@@ -52,3 +61,43 @@ def _ranges_we_serve(size: int) -> dict:
     if start < 0 and -start >= size > 0:
         environ["HTTP_RANGE"] = "bytes=0-"
     return environ
+
+
+class FileSpan(io.RawIOBase):
+    """Bytes ``start`` to ``stop`` (excluded) of an open binary file, as a file
+    of their own: reading ends at ``stop``, and seeking (as waitress does to
+    learn the length) stays within the span."""
+
+    def __init__(self, file, start: int, stop: int):
+        super().__init__()
+        self._file, self._start, self._stop = file, start, stop
+        self._pos = start
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        wanted = min(len(buffer), self._stop - self._pos)
+        if wanted <= 0:
+            return 0
+        self._file.seek(self._pos)
+        data = self._file.read(wanted)
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: self._start, io.SEEK_CUR: self._pos, io.SEEK_END: self._stop}
+        self._pos = min(max(base[whence] + offset, self._start), self._stop)
+        return self._pos - self._start
+
+    def tell(self) -> int:
+        return self._pos - self._start
+
+    def close(self) -> None:
+        if not self.closed:
+            self._file.close()
+        super().close()

@@ -1,0 +1,308 @@
+"""Hostile connections against ``uws serve`` itself: floods of idle sockets, slow
+headers, clients that never read, one address holding many connections.
+
+Every test starts the installed ``uws serve`` as a subprocess, on 127.0.0.1.
+Hostile sockets come from other loopback addresses (127.0.0.2, ...), so the
+per-address bound never counts the honest client's own connections."""
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import free_port
+from uwshelp import UWS_COMMAND, wait_for
+
+BIG = 40 * 1024 * 1024          # over waitress's 16 MiB output high watermark
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """A function starting ``uws serve`` with the given ``[server]`` settings; its port."""
+    started = []
+
+    def start(soft_open_files=None, **server):
+        port = free_port()
+        config = tmp_path / f"uws-{port}.toml"
+        config.write_text("[server]\n" + "".join(f"{k} = {v!r}\n" for k, v in server.items()))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
+        process = subprocess.Popen(
+            [UWS_COMMAND, "serve", "--config", str(config), "--port", str(port),
+             "--data-dir", str(tmp_path / f"data-{port}")], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=soft_open_files and (lambda: _set_soft_open_files(soft_open_files)))
+        started.append(process)
+        wait_for(lambda: _answers(port), timeout=30, step=0.1)
+        start.process = process
+        return port
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)
+
+
+def _set_soft_open_files(soft: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def _answers(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def _connect(port: int, source: str, rcvbuf: int | None = None) -> socket.socket:
+    s = socket.socket()
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.bind((source, 0))
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def _closed_by_server(s: socket.socket, timeout: float) -> bool:
+    """True when the server closes ``s`` within ``timeout`` (whatever it sent first)."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _timed_get(port: int, path: str = "/", timeout: float = 30) -> float:
+    started = time.monotonic()
+    r = requests.get(f"http://127.0.0.1:{port}{path}", timeout=timeout)
+    assert r.status_code == 200
+    return time.monotonic() - started
+
+
+def _descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _served_connections(port: int, source_prefix: str) -> int:
+    """The server's ESTABLISHED sockets on ``port`` whose peer address starts with
+    ``source_prefix`` (read from /proc/net/tcp: the server's side, not the client's)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state = line.split()[1:4]
+        if state != "01" or int(local.split(":")[1], 16) != port:
+            continue
+        peer = socket.inet_ntoa(bytes.fromhex(remote.split(":")[0])[::-1])
+        count += peer.startswith(source_prefix)
+    return count
+
+
+def _sources(count: int):
+    """Loopback source addresses 127.0.1.1, 127.0.1.2, ... (never 127.0.0.1)."""
+    return [f"127.0.1.{i}" for i in range(1, count + 1)]
+
+
+@pytest.fixture
+def many_files():
+    """This process's open-file limit raised as far as allowed (to open 2,000 sockets)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2600
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.fail(f"the hard open-file limit ({hard}) is below {wanted}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_thousands_of_idle_connections_neither_end_nor_starve_the_server(serve, many_files):
+    port = serve()
+    pid = serve.process.pid
+    held = []
+    try:
+        for source in _sources(40):                 # 50 connections from each of 40 addresses
+            held += [_connect(port, source) for _ in range(50)]
+        # all accepted: the server holds more than 2,000 descriptors (select() stops at 1,023)
+        wait_for(lambda: _descriptors(pid) > 2000, timeout=30, step=0.2)
+        elapsed = _timed_get(port)
+        assert serve.process.poll() is None
+        assert elapsed < 5          # a real request is not starved (about 10 ms when idle)
+    finally:
+        for s in held:
+            s.close()
+    assert serve.process.poll() is None and _answers(port)
+
+
+def test_one_client_address_holds_at_most_connections_per_address(serve):
+    port = serve(connections_per_address=5)
+    mine = [_connect(port, "127.0.1.1") for _ in range(5)]
+    try:
+        wait_for(lambda: _descriptors(serve.process.pid) >= 5, timeout=10)
+        extra = _connect(port, "127.0.1.1")
+        assert _closed_by_server(extra, timeout=10)
+        _timed_get(port)                            # another address is served
+        mine.pop().close()
+        time.sleep(0.5)
+        again = _connect(port, "127.0.1.1")         # a closed one frees its place
+        again.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert again.recv(100).startswith(b"HTTP/1.1 200")
+        again.close()
+    finally:
+        for s in mine:
+            s.close()
+
+
+def test_request_headers_sent_slowly_are_cut_off(serve):
+    port = serve(header_timeout=1)
+    s = _connect(port, "127.0.1.1")
+    s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    deadline = time.monotonic() + 30
+    closed = False
+    with contextlib.suppress(OSError):
+        while time.monotonic() < deadline:
+            s.sendall(b"X-A: b\r\n")                # a header line every 0.2 s, never the end
+            time.sleep(0.2)
+    closed = time.monotonic() < deadline
+    s.close()
+    assert closed
+
+
+def test_an_idle_connection_is_closed_after_idle_timeout(serve):
+    port = serve(idle_timeout=1)
+    s = _connect(port, "127.0.1.1")
+    assert _closed_by_server(s, timeout=20)
+    s.close()
+
+
+def _upload_big_file(port: int) -> str:
+    """A job whose FILE parameter is a BIG upload; the parameter's URL."""
+    data = bytes(range(256)) * (BIG // 256)
+    r = requests.post(f"http://127.0.0.1:{port}/checksum", files={"FILE": ("big.bin", data)},
+                      allow_redirects=False, timeout=60)
+    assert r.status_code == 303, r.text
+    return r.headers["Location"] + "/parameters/FILE"
+
+
+def _never_read(port: int, url: str, sources, headers: bytes = b"", pipelined: int = 1):
+    path = url.split(f":{port}", 1)[1].encode()
+    request = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + b"\r\n"
+    sockets = []
+    for source in sources:
+        s = _connect(port, source, rcvbuf=4096)
+        s.sendall(request * pipelined)
+        sockets.append(s)
+    return sockets
+
+
+@pytest.mark.parametrize("headers", [b"", b"Range: bytes=0-\r\n"], ids=["whole", "range"])
+def test_clients_that_never_read_a_large_file_hold_no_worker_thread(serve, headers):
+    # send_timeout is long: only sending from the event loop can free the threads
+    port = serve(threads=2, send_timeout=600)
+    url = _upload_big_file(port)
+    readers = _never_read(port, url, _sources(8), headers)
+    try:
+        time.sleep(1)
+        assert _timed_get(port, timeout=20) < 10
+    finally:
+        for s in readers:
+            s.close()
+
+
+def test_pipelined_requests_from_a_client_that_reads_nothing_free_their_thread(serve):
+    port = serve(threads=2, send_timeout=2)
+    url = _upload_big_file(port)
+    readers = _never_read(port, url, _sources(2), pipelined=2)
+    try:
+        # each connection's second request waits for the first response to be taken,
+        # at most send_timeout, then the connection is closed and the thread is free
+        time.sleep(3)
+        assert _timed_get(port, timeout=30) < 25
+        assert all(_closed_by_server(s, timeout=20) for s in readers)
+    finally:
+        for s in readers:
+            s.close()
+
+
+@pytest.mark.parametrize("pipelined", [1, 2], ids=["idle", "pipelined"])
+def test_the_connections_of_a_client_that_stopped_reading_are_closed(serve, pipelined):
+    # Watched from the server's side (its open descriptors), never by reading from
+    # the stalled sockets: reading would let the server flush, then close, anyway.
+    port = serve(threads=4, idle_timeout=2, send_timeout=2)
+    url = _upload_big_file(port)
+    readers = _never_read(port, url, _sources(3), pipelined=pipelined)
+    try:
+        wait_for(lambda: _served_connections(port, "127.0.1.") == 3, timeout=10)
+        wait_for(lambda: _served_connections(port, "127.0.1.") == 0, timeout=30, step=0.2)
+    finally:
+        for s in readers:
+            s.close()
+
+
+def test_a_range_of_a_file_served_by_uws_serve_is_exactly_its_bytes(serve):
+    port = serve()
+    url = _upload_big_file(port)
+    whole = bytes(range(256)) * (BIG // 256)
+    r = requests.get(url, headers={"Range": "bytes=1000-1999"}, timeout=30)
+    assert r.status_code == 206 and r.content == whole[1000:2000]
+    r = requests.get(url, headers={"Range": f"bytes={BIG - 10}-"}, timeout=30)
+    assert r.status_code == 206 and r.content == whole[-10:]
+    r = requests.get(url, headers={"Range": "bytes=0-"}, timeout=60)
+    assert r.status_code == 206 and r.content == whole
+
+
+def test_an_error_escaping_the_event_loop_does_not_end_the_server():
+    from uws import cli
+
+    class Loop:
+        runs = 0
+
+        def run(self):          # fails twice (as select() did past fd 1023), then stops
+            self.runs += 1
+            if self.runs <= 2:
+                raise ValueError("filedescriptor out of range in select()")
+
+    loop = Loop()
+    cli._serve_until_stopped(loop)
+    assert loop.runs == 3
+
+
+def test_jobs_still_run_while_thousands_of_connections_are_open(serve, many_files):
+    port = serve()
+    held = []
+    try:
+        for source in _sources(30):
+            held += [_connect(port, source) for _ in range(50)]
+        wait_for(lambda: _descriptors(serve.process.pid) > 1500, timeout=30, step=0.2)
+        r = requests.post(f"http://127.0.0.1:{port}/sleep", data={"DURATION": "0",
+                          "PHASE": "RUN"}, allow_redirects=False, timeout=30)
+        job = r.headers["Location"]
+
+        def finished():
+            return requests.get(f"{job}/phase", timeout=30).text not in (
+                "PENDING", "QUEUED", "EXECUTING")
+        wait_for(finished, timeout=60, step=0.2)
+        assert requests.get(f"{job}/phase", timeout=30).text == "COMPLETED"
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_uws_serve_raises_its_soft_open_file_limit_to_the_hard_one(serve):
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.fail(f"the hard open-file limit ({hard}) leaves nothing to raise")
+    serve(soft_open_files=1024)
+    limits = open(f"/proc/{serve.process.pid}/limits").read()
+    soft_now = [line.split()[3] for line in limits.splitlines()
+                if line.startswith("Max open files")][0]
+    assert soft_now != "1024"
