@@ -12,7 +12,8 @@ from .. import config as config_mod
 from ..errors import BadRequest, Forbidden, UWSError
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
-from ..files import JobFiles
+from ..files import JobFiles, make_private_dir
+from ..hosts import HostPolicy
 from ..jobs import Jobs
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
@@ -20,15 +21,19 @@ from ..sweeps import Sweeps
 from ..store import Store
 from ..waiting import PhaseWatch
 from . import identity, job, joblist, pages, static
-from .http import MAX_FORM_BYTES, UWSRequest, text
-from .negotiation import usable_host, wants_html
+from .http import MAX_FORM_BYTES, UWSRequest, base_url, text
+from .negotiation import host_problem, wants_html
+from .passwords import RetryLater
 
 log = logging.getLogger(__name__)
 
 
 def create_app(config=None) -> Flask:
     """Build the app from a Config, a dict shaped like the TOML file, a path to
-    one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide)."""
+    one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide).
+
+    Raises :class:`uws.config.ConfigError` for a configuration that cannot be
+    used, before anything starts."""
     cfg = _as_config(config)
     app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
     # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
@@ -36,10 +41,12 @@ def create_app(config=None) -> Flask:
     app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
     app.request_class = UWSRequest
     app.extensions["uws"] = _build(cfg)
+    app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
     app.register_blueprint(job.bp)
     app.register_blueprint(static.bp)
     pages.install(app)
+    identity.install(app)
     _error_handlers(app)
     app.before_request(_usable_host)
     app.before_request(_same_origin_only)
@@ -67,17 +74,18 @@ def _as_config(config) -> config_mod.Config:
 
 
 def _build(cfg: config_mod.Config) -> Jobs:
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.executor not in config_mod.EXECUTORS:     # a Config made in code, not loaded
+        raise config_mod.ConfigError(f"executor.kind: {cfg.executor!r} is not one of "
+                                     f"{', '.join(config_mod.EXECUTORS)}")
+    make_private_dir(cfg.data_dir)      # 0700 when made here
     store = Store(cfg.db_url, pool_size=min(cfg.threads, 32))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
     store.listeners.append(watch.notify)
     if cfg.executor == "local":
         executor = ProcessExecutor(cfg, store, files, cfg.slots)
-    elif cfg.executor == "none":
-        executor = NullExecutor()
     else:
-        raise ValueError(f"unknown executor {cfg.executor!r}")
+        executor = NullExecutor()
     return Jobs(cfg, store, files, executor, watch)
 
 
@@ -102,22 +110,26 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 
 
 def _usable_host() -> None:
-    """400 for a Host header no absolute URL can be built from (every document
-    carries absolute links)."""
-    if not usable_host():
-        raise BadRequest("the Host header does not name a usable host")
+    """400 for a Host header that is not this server's or that no absolute URL can be
+    built from (every document carries absolute links)."""
+    problem = host_problem()
+    if problem:
+        raise BadRequest(problem)
 
 
 def _same_origin_only() -> None:
     """Refuse cross-site posts (CSRF): a browser names the page a form came from in
-    Origin (or Referer); another site's page is refused.  Clients such as pyvo and
-    uws-client send neither header and are not affected."""
+    Origin (or Referer); another site's page is refused.  Ours are the Host the
+    request names (one this server answers to) and that of ``public_url`` (a proxy
+    may pass on another Host).  Clients such as pyvo and uws-client send neither
+    header and are not affected."""
     if request.method not in UNSAFE_METHODS:
         return
     source = request.headers.get("Origin") or request.headers.get("Referer")
     if not source:
         return
-    if urlsplit(source).netloc != request.host:
+    if urlsplit(source).netloc.lower() not in {request.host.lower(),
+                                               urlsplit(base_url()).netloc.lower()}:
         raise Forbidden(f"cross-site request from {source!r} refused")
 
 
@@ -155,6 +167,8 @@ def _error_handlers(app: Flask) -> None:
             response = text(f"{exc}\n", status=exc.status)
         if exc.status == 401:
             response.headers["WWW-Authenticate"] = app.extensions["uws"].config.auth.challenge()
+        if isinstance(exc, RetryLater):
+            response.headers["Retry-After"] = str(exc.retry_after)
         return response
 
     @app.errorhandler(HTTPException)

@@ -1,9 +1,11 @@
 """Request parsing and response helpers shared by the routes."""
 from __future__ import annotations
 
+import codecs
 from urllib.parse import unquote_to_bytes
 
 from flask import Request, Response, current_app, request
+from werkzeug.formparser import FormDataParser, MultiPartParser
 
 from ..errors import BadRequest, UWSError
 
@@ -22,8 +24,47 @@ def jobs_api():
     return current_app.extensions["uws"]
 
 
+#: A codec that decodes UTF-8 strictly whatever error handling its caller asks for:
+#: werkzeug decodes multipart text fields with "replace", which would store U+FFFD.
+STRICT_UTF8 = "uws_strict_utf8"
+
+
+def _find_codec(name: str):
+    if name != STRICT_UTF8:
+        return None
+    return codecs.CodecInfo(name=STRICT_UTF8, encode=codecs.utf_8_encode,
+                            decode=lambda data, errors="strict": codecs.utf_8_decode(
+                                data, "strict", True))
+
+
+codecs.register(_find_codec)
+
+
+class StrictMultiPartParser(MultiPartParser):
+    def get_part_charset(self, headers) -> str:
+        charset = super().get_part_charset(headers)
+        return STRICT_UTF8 if charset == "utf-8" else charset
+
+
+class StrictFormDataParser(FormDataParser):
+    """werkzeug's parser, with multipart text fields that must be UTF-8 (or declare
+    another charset werkzeug knows)."""
+
+    def _parse_multipart(self, stream, mimetype, content_length, options):
+        parser = StrictMultiPartParser(stream_factory=self.stream_factory, cls=self.cls,
+                                       max_form_memory_size=self.max_form_memory_size,
+                                       max_form_parts=self.max_form_parts)
+        boundary = options.get("boundary", "").encode("ascii")
+        if not boundary:
+            raise ValueError("Missing boundary")
+        form, files = parser.parse(stream, boundary, content_length)
+        return stream, form, files
+
+
 class UWSRequest(Request):
     """A malformed multipart body is an error, not an empty form."""
+
+    form_data_parser_class = StrictFormDataParser
 
     def make_form_data_parser(self):
         parser = super().make_form_data_parser()
@@ -72,6 +113,8 @@ def _form():
         _check_utf8(request.get_data(cache=True), "the form body")
     try:
         return request.form
+    except UnicodeDecodeError:
+        raise BadRequest("a form field is not UTF-8") from None
     except ValueError as exc:
         raise BadRequest(f"malformed form body: {exc}") from None
 
@@ -147,8 +190,9 @@ def query_value(name: str) -> str | None:
 
 
 def base_url() -> str:
-    """scheme://host[:port]/prefix/ exactly as the client addressed us."""
-    return request.url_root
+    """``[server] public_url``, else scheme://host[:port]/prefix/ exactly as the client
+    addressed us (a Host this server answers to: see uws.hosts)."""
+    return jobs_api().config.public_url or request.url_root
 
 
 def job_url(service: str, job_id: str) -> str:

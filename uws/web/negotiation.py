@@ -1,7 +1,7 @@
 """Content negotiation: who gets HTML pages, who gets the UWS documents."""
 from __future__ import annotations
 
-from flask import request
+from flask import current_app, request
 from werkzeug.exceptions import BadHost
 
 #: Headers of a representation chosen by the Accept header (HTML or XML), for caches.
@@ -50,11 +50,25 @@ def _quality(params: list[str]) -> float:
 
 
 def usable_host() -> bool:
-    """Whether absolute URLs can be built from the request's Host header (werkzeug
-    refuses some names, e.g. empty labels or invalid IDNA such as ``xn--a``)."""
+    """Whether absolute URLs may be built for this request (see :func:`host_problem`)."""
+    return host_problem() is None
+
+
+def host_problem() -> str | None:
+    """Why this request's Host header cannot be answered, or None.  werkzeug refuses
+    some names (empty labels, invalid IDNA such as ``xn--a``); the others must be one of
+    this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
+    name is used, which needs no check."""
+    unusable = "the Host header does not name a usable host"
     if isinstance(request.routing_exception, BadHost):
-        return False
+        return unusable
     try:
-        return request.host.rsplit(":", 1)[0] not in ("", "[]") and bool(request.url_root)
+        if request.host.rsplit(":", 1)[0] in ("", "[]") or not request.url_root:
+            return unusable
     except ValueError:      # UnicodeError included
-        return False
+        return unusable
+    if "HTTP_HOST" in request.environ and \
+            not current_app.extensions["uws_hosts"].allows(request.host):
+        return (f"this server does not answer to the host {request.host!r} "
+                "(its [server] allowed_hosts or public_url do not name it)")
+    return None

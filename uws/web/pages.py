@@ -5,6 +5,7 @@ Every page extends ``base.html``; values are escaped by Jinja's autoescaping.
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, render_template, request, url_for
 from werkzeug.http import HTTP_STATUS_CODES
@@ -105,8 +106,14 @@ def seconds(value: float | None) -> str:
     return " ".join(p for p in parts if p)
 
 
+def asset_url(name: str) -> str:
+    """The path of a static file below the base URL (public_url's path behind a proxy)."""
+    route = url_for("static_files.asset", name=name).removeprefix(request.script_root)
+    return urlsplit(base_url()).path + route.lstrip("/")
+
+
 def install(app: Flask) -> None:
     app.jinja_env.filters.update(iso=format_time, utc=utc_text, local_input=local_input,
                                  filesize=filesize, seconds=seconds)
-    app.jinja_env.globals["asset"] = lambda name: url_for("static_files.asset", name=name)
+    app.jinja_env.globals["asset"] = asset_url
     app.context_processor(lambda: {"base": base_url()})
