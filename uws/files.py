@@ -56,11 +56,12 @@ class JobFiles:
         accepted the new value, so a refused update never replaces a file.
         """
         final = self.upload_path(job_id, name)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(final.parent)
         staged = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
         size = 0
         try:
-            with open(staged, "wb") as out:
+            with os.fdopen(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+                           "wb") as out:
                 while chunk := stream.read(CHUNK):
                     size += len(chunk)
                     if size > self.max_upload_bytes:
@@ -91,6 +92,19 @@ class JobFiles:
         return path
 
 
+def make_private_dir(path: Path) -> None:
+    """mkdir -p where each directory made is 0700 (os.makedirs gives the parents
+    the umask's default)."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    make_private_dir(path.parent)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+
+
 def _remove_tree(path: Path) -> bool:
     """rmtree that tolerates what is already gone but reports anything else, so a
     caller can keep the job's record (and retry) rather than orphan its files."""
@@ -117,6 +131,8 @@ def _open_inside(base: Path, path: Path):
     of the path followed by an open could be raced by swapping a directory for a
     symlink.  The check is made on the open file instead: after opening, the
     path must still resolve inside ``base`` to the very inode that was opened.
+    A file with another name elsewhere (a hard link, ``st_nlink > 1``) is refused
+    like a symlink: a job could link any file of the server's user into its results.
     """
     missing = NotFound(f"no file {path.name!r}")
     try:
@@ -127,7 +143,8 @@ def _open_inside(base: Path, path: Path):
     try:
         opened = os.fstat(fd)
         real = Path(os.path.realpath(path))
-        if not stat.S_ISREG(opened.st_mode) or base.resolve() not in real.parents:
+        if (not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1
+                or base.resolve() not in real.parents):
             raise missing
         now = os.stat(real)
         if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):

@@ -76,6 +76,9 @@ class Sweeps:
                 self._recover(job_id, service_name)
 
     def _recover(self, job_id: str, service_name: str) -> None:
+        groups = getattr(self.executor, "cgroups", None)
+        if groups is not None:
+            groups.remove(job_id)       # all a lost job left on this machine
         kill_strays(job_id)
         service = self.config.services.get(service_name)
         if lost.release(self.store, service, job_id, "the worker running this job was lost"):

@@ -12,7 +12,6 @@ Kept free of Flask and SQLAlchemy so a child starts in a few milliseconds.
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import os
@@ -20,18 +19,15 @@ import signal
 import sys
 import traceback
 
+from .supervisor import PR_SET_PDEATHSIG, prctl, supervise
+
 REPORT_FD_ENV = "UWS_REPORT_FD"
-PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent dies (no orphans after a
-    server is killed); survives exec, so a command runner inherits it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent dies (no orphans
+    after a server is killed); survives exec, so a command runner inherits it."""
+    prctl(PR_SET_PDEATHSIG, sig)
 
 
 class Reporter:
@@ -51,6 +47,9 @@ class ChildContext:
         self.job_id = task["job_id"]
         self.workdir = Path(task["workdir"])
         self._uploads = Path(task["uploads"])
+        self._fetched = Path(task.get("fetched") or self.workdir.parent / "fetched")
+        self._fetch = task.get("fetch") or {}
+        self._values = {n: (v, b) for n, v, b in task.get("parameters", ())}
         self._reporter = reporter
 
     def progress(self, percent, message: str = "") -> None:
@@ -77,14 +76,39 @@ class ChildContext:
         """Where the uploaded file of parameter ``name`` is."""
         return self._uploads / name
 
+    def open_parameter(self, name: str):
+        """The file parameter ``name`` opened for reading (binary): its upload, or
+        the content of its URL fetched with :meth:`fetch`."""
+        value, by_reference = self._values.get(name, ("", False))
+        if not by_reference:
+            raise ValueError(f"{name} is not a file parameter with a value")
+        if value.startswith("param:"):
+            return open(self.upload_path(name), "rb")
+        return open(self.fetch(value, name), "rb")
+
+    def fetch(self, url: str, filename: str | None = None):
+        """Download ``url`` into the job's directory (``filename`` there, by default
+        a fresh name) and return its path.  Only http(s); internal addresses are
+        refused unless the service allow-lists the host (``fetch_hosts``); the size
+        is capped; :class:`~uws.execution.fetch.FetchError` says why it failed."""
+        import uuid
+        from .fetch import fetch
+        name = filename or f"url-{uuid.uuid4().hex[:12]}"
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"fetch: {name!r} is not a plain file name")
+        self._fetched.mkdir(mode=0o700, exist_ok=True)
+        dest = self._fetched / name
+        fetch(url, dest, allow_hosts=self._fetch.get("hosts", ()),
+              max_bytes=self._fetch.get("max_bytes") or 100 * 1024 * 1024)
+        return dest
+
 
 def typed_parameters(task: dict) -> dict:
-    from ..services import ParamSpec, Service, typed_values
+    from ..services import ParamSpec, typed_values
     from ..model import Parameter
-    specs = tuple(ParamSpec(**{**s, "choices": tuple(s["choices"])}) for s in task["specs"])
-    service = Service(name=task["service"], parameters=specs)
+    specs = [ParamSpec(**{**s, "choices": tuple(s["choices"])}) for s in task["specs"]]
     params = [Parameter(n, v, b) for n, v, b in task["parameters"]]
-    return typed_values(service, params)
+    return typed_values(specs, params)
 
 
 def run_callable(task: dict, reporter: Reporter) -> int:
@@ -99,15 +123,40 @@ def run_callable(task: dict, reporter: Reporter) -> int:
     return 0
 
 
+def fetch_inputs(task: dict, reporter: Reporter) -> bool:
+    """A command's URL file parameters, fetched to the local paths its command line
+    names before it starts; False (the error reported) if one cannot be."""
+    from pathlib import Path
+    from .fetch import FetchError, fetch
+    settings = task.get("fetch") or {}
+    for name, url, path in task.get("downloads", ()):
+        Path(path).parent.mkdir(mode=0o700, exist_ok=True)
+        try:
+            fetch(url, path, allow_hosts=settings.get("hosts", ()),
+                  max_bytes=settings.get("max_bytes") or 100 * 1024 * 1024)
+        except FetchError as exc:
+            reporter.send("error", f"{name}: {exc}")
+            return False
+    return True
+
+
+def run_task(task: dict, fd: int) -> int:
+    reporter = Reporter(fd)
+    if task.get("command"):
+        if not fetch_inputs(task, reporter):
+            return 1
+        # Become the command: the report fd is inherited, nothing else of ours.
+        os.execvp(task["command"][0], task["command"])
+    return run_callable(task, reporter)
+
+
 def main() -> int:
-    die_with_parent()
+    os.umask(0o077)     # what a job writes is private to the server's user
+    die_with_parent(signal.SIGTERM)     # the supervisor cleans up, then dies
     task = json.loads(sys.stdin.read())
     fd = int(os.environ[REPORT_FD_ENV])
     os.chdir(task["workdir"])
-    if task.get("command"):
-        # Become the command: same pid and process group, report fd inherited.
-        os.execvp(task["command"][0], task["command"])
-    return run_callable(task, Reporter(fd))
+    return supervise(lambda: run_task(task, fd), fd)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
+from ..files import make_private_dir
 from ..phases import Event, Phase
-from . import lost
+from . import cgroups, lost
 from .base import Executor
 from .child import REPORT_FD_ENV
 from .reports import ReportReader
@@ -33,6 +35,7 @@ LEASE_SECONDS = 30.0
 MONITOR_SECONDS = 0.2
 POLL_SECONDS = 1.0          # also pick up jobs queued by other processes
 KILL_GRACE_SECONDS = 0.3
+SUPERVISOR_GRACE_SECONDS = 5.0
 
 
 def worker_name() -> str:
@@ -60,6 +63,7 @@ class ProcessExecutor(Executor):
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}
         self._threads: list[threading.Thread] = []
+        self.cgroups = cgroups.detect()     # None: supervisor and process tree only
 
     # -- Executor interface ---------------------------------------------------------
 
@@ -157,6 +161,8 @@ class ProcessExecutor(Executor):
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
+        if self.cgroups is not None:
+            self.cgroups.enter(job_id, process.pid)     # before the job gets its task
         running = Running(job_id, process)
         with self._lock:
             self._running[job_id] = running
@@ -164,12 +170,12 @@ class ProcessExecutor(Executor):
             self._kill(running)     # stop() ran while this job was starting
         followed = False
         try:
-            _send_task(process, _task(job, service, self.files))
+            _send_task(process, _task(job, service, self.files, self.config.max_upload_bytes))
             reader = ReportReader(job_id, self.store, self.files, service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
-            _end_leftovers(running, thorough=held_open or running.killed)
+            self._end_leftovers(running, thorough=held_open or running.killed)
             self._finish(running, reader, self.files.job_dir(job_id) / "stderr.log")
         finally:
             if not followed:
@@ -183,16 +189,17 @@ class ProcessExecutor(Executor):
     def _launch(self, job_id: str) -> tuple[subprocess.Popen, int]:
         """Start the job's child process; its process and the read end of its report pipe."""
         workdir = self.files.results_dir(job_id)
-        workdir.mkdir(parents=True, exist_ok=True)
         logs = self.files.job_dir(job_id)
+        make_private_dir(workdir)
+        make_private_dir(logs / "tmp")
         read_fd, write_fd = os.pipe()
         try:
-            with open(logs / "stdout.log", "wb") as out, open(logs / "stderr.log", "wb") as err:
+            with _private_file(logs / "stdout.log") as out, \
+                    _private_file(logs / "stderr.log") as err:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
                     stdout=out, stderr=err, cwd=workdir, start_new_session=True,
-                    pass_fds=(write_fd,), env={**os.environ, REPORT_FD_ENV: str(write_fd),
-                                               "UWS_JOB_ID": job_id})
+                    pass_fds=(write_fd,), env=job_environment(job_id, write_fd, logs / "tmp"))
         except BaseException:
             os.close(read_fd)
             raise
@@ -210,63 +217,118 @@ class ProcessExecutor(Executor):
 
     def _finish(self, running: Running, reader, stderr_path) -> None:
         job_id, code = running.job_id, running.process.returncode
-        if code == 0:
-            reader.collect_outputs()
-            self.store.transition(job_id, Event.COMPLETE, progress=100.0)
-            return
-        if running.killed:
+        if code != 0 and running.killed:
             if self._stopping.is_set():     # the server is stopping, not the job
                 lost.release(self.store, self.config.services.get(self.store.service_of(job_id)),
                              job_id, "the server stopped while the job was running")
             return      # aborted, out of time or destroyed: the phase is already set
-        message = reader.error or (f"the job exited with status {code}" if code > 0
-                                   else f"the job was killed by signal {-code}")
-        self.store.transition(job_id, Event.FAIL, error_type="fatal", error_message=message,
-                              error_detail=_tail(stderr_path) or None)
+        message = _failure(code, reader)
+        if message is None:
+            self.store.transition(job_id, Event.COMPLETE, progress=100.0)
+        else:
+            self.store.transition(job_id, Event.FAIL, error_type="fatal", error_message=message,
+                                  error_detail=_tail(stderr_path) or None)
 
     def _kill(self, running: Running) -> None:
-        """End the job's whole process group: TERM, then KILL after a short grace."""
+        """End the job: TERM to its process group (its supervisor then kills every
+        descendant), then after a short grace KILL to the group and to everything
+        in the job's cgroup."""
         running.killed = True
         pgid = running.process.pid
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                running.process.wait(KILL_GRACE_SECONDS)
-                if sig == signal.SIGTERM:
-                    os.killpg(pgid, signal.SIGKILL)   # stragglers in the group
-                return
-            except subprocess.TimeoutExpired:
-                continue
-            except ProcessLookupError:
-                return
+        # Without a cgroup the supervisor's own sweep is what finds descendants that
+        # left the group: let it finish (it takes milliseconds but for a fork storm).
+        grace = KILL_GRACE_SECONDS if self.cgroups is not None else SUPERVISOR_GRACE_SECONDS
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+            running.process.wait(grace)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
+        if self.cgroups is not None:
+            self.cgroups.kill(running.job_id)
+        try:
+            os.killpg(pgid, signal.SIGKILL)     # stragglers in the group
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _end_leftovers(self, running: Running, thorough: bool) -> None:
+        """Nothing a job started outlives it: everything in its cgroup, what is left
+        of its process group and, when some descendant is known to have stayed (it
+        held the report channel open) or the job was killed, every process carrying
+        its UWS_JOB_ID (its supervisor has killed its descendants already)."""
+        if self.cgroups is not None:
+            self.cgroups.remove(running.job_id)
+        try:
+            os.killpg(running.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if thorough:
+            kill_strays(running.job_id)
 
 
-def _end_leftovers(running: Running, thorough: bool) -> None:
-    """Nothing a job started outlives it: what is left of its process group and,
-    when some descendant is known to have stayed (it held the report channel open)
-    or the job was killed, every process carrying its UWS_JOB_ID."""
-    try:
-        os.killpg(running.process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if thorough:
-        kill_strays(running.job_id)
+def _failure(code: int, reader) -> str | None:
+    """Why a job whose process ended by itself failed; None when it succeeded."""
+    if code == 0:
+        missing = reader.collect_outputs()
+        if not missing:
+            return None
+        return f"the command did not write its declared output {', '.join(missing)}"
+    return reader.error or (f"the job exited with status {code}" if code > 0
+                            else f"the job was killed by signal {-code}")
 
 
-def _task(job, service, files) -> dict:
+#: The whole environment of a job (README, "Execution"): nothing else of the server's.
+PASSED_ON = ("PATH", "LANG", "LC_ALL", "PYTHONPATH")
+
+
+def job_environment(job_id: str, report_fd: int, tmp) -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ON if os.environ.get(name)}
+    env.pop("PYTHONPATH", None)
+    if path := _python_path():
+        env["PYTHONPATH"] = path
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(HOME=str(tmp), TMPDIR=str(tmp), UWS_JOB_ID=job_id,
+               **{REPORT_FD_ENV: str(report_fd)})
+    return env
+
+
+def _python_path() -> str:
+    """The server's module search path beyond the interpreter's own, made absolute:
+    a job imports what the server imported (its runner was checked at start), from
+    wherever the server was started, though it runs in its own directory."""
+    own = [Path(prefix).resolve() for prefix in {sys.prefix, sys.base_prefix}]
+    entries = (Path(entry or os.curdir).resolve() for entry in sys.path)
+    extra = [str(e) for e in entries if not any(e.is_relative_to(p) for p in own)]
+    return os.pathsep.join(dict.fromkeys(extra))
+
+
+def _private_file(path):
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
+def _task(job, service, files, max_bytes: int) -> dict:
     params = [(p.name, p.value, p.by_reference) for p in job.parameters]
+    fetched = files.job_dir(job.id) / "fetched"
     task = {"job_id": job.id, "service": service.name,
             "workdir": str(files.results_dir(job.id)),
             "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
+            "fetched": str(fetched),
+            "fetch": {"hosts": list(service.fetch_hosts), "max_bytes": max_bytes},
             "specs": [dataclasses.asdict(s) for s in service.parameters]}
     if service.command:
-        values = {p.name: (str(files.upload_path(job.id, p.name))
-                           if p.by_reference and p.value.startswith("param:") else p.value)
-                  for p in job.parameters}
+        # A file reaches a command as a local path: an upload's, or where the
+        # child fetches a URL to before the command starts (never the URL itself).
+        values, downloads = {}, []
+        for p in job.parameters:
+            if p.by_reference and p.value.startswith("param:"):
+                values[p.name] = str(files.upload_path(job.id, p.name))
+            elif p.by_reference:
+                values[p.name] = str(fetched / p.name)
+                downloads.append((p.name, p.value, values[p.name]))
+            else:
+                values[p.name] = p.value
         task["command"] = service.command_line(values)
+        task["downloads"] = downloads
     else:
         task["runner"] = service.runner
     return task

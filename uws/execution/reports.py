@@ -38,9 +38,11 @@ class ReportReader:
         """
         os.set_blocking(fd, False)
         lines = _LineBuffer(self.handle)
+        poller = select.poll()      # not select(): a busy server's descriptors pass 1023
+        poller.register(fd, select.POLLIN)
         try:
             while True:
-                ready, _, _ = select.select([fd], [], [], PROGRESS_INTERVAL)
+                ready = poller.poll(PROGRESS_INTERVAL * 1000)
                 if ready and not lines.feed(_read(fd)):
                     return False                # every writer closed it
                 if not ready:
@@ -79,28 +81,48 @@ class ReportReader:
             self._pending = None
             self._last_write = time.monotonic()
 
-    def add_result(self, name: str, filename: str, mime_type: str = "") -> None:
+    def add_result(self, name: str, filename: str, mime_type: str = "") -> bool:
+        """Record a result; False (logged) for one that cannot be shown or has no file."""
         if not valid_result_id(name):
             log.warning("job %s: result name %r cannot be shown; ignored", self.job_id, name)
-            return
+            return False
         if mime_type and not valid_mime_type(mime_type):
             log.warning("job %s: result %r: MIME type %r ignored", self.job_id, name, mime_type)
             mime_type = ""
         try:
-            path = self.files.result_path(self.job_id, filename)
+            opened, info = self.files.open_result(self.job_id, filename)
         except NotFound:
-            log.warning("job %s: result %r is outside its directory; ignored", self.job_id, filename)
-            return
-        if not path.is_file():
-            log.warning("job %s: result file %r does not exist; ignored", self.job_id, filename)
-            return
-        mime = mime_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        self.store.add_result(self.job_id, Result(name, filename, mime, path.stat().st_size))
+            log.warning("job %s: result %r is not a regular file of its own inside its "
+                        "directory (missing, a link, or outside); ignored", self.job_id, filename)
+            return False
+        opened.close()
+        mime = mime_type or guessed_type(filename)
+        self.store.add_result(self.job_id, Result(name, filename, mime, info.st_size))
+        return True
 
-    def collect_outputs(self) -> None:
-        """A command's declared output files that exist become results."""
-        for out in self.service.outputs:
-            self.add_result(out.name, out.file, out.mime_type)
+    def collect_outputs(self) -> list[str]:
+        """A command's declared output files become results; the files of those
+        not marked optional that it did not write."""
+        return [out.file for out in self.service.outputs
+                if not self.add_result(out.name, out.file, out.mime_type) and not out.optional]
+
+
+#: Types a result's file name may give it.  Others, and every type a browser could
+#: run script in (HTML, SVG, XML, JavaScript), are served as application/octet-stream
+#: unless the job declared them.
+SAFE_GUESSES = frozenset({
+    "text/plain", "text/csv", "text/tab-separated-values", "application/json",
+    "application/pdf", "application/zip", "application/gzip", "application/x-tar",
+    "application/fits", "image/fits", "image/png", "image/jpeg", "image/gif", "image/webp",
+    "image/tiff", "audio/mpeg", "audio/wav", "audio/x-wav", "video/mp4",
+})
+
+
+def guessed_type(filename: str) -> str:
+    guess, encoding = mimetypes.guess_type(filename, strict=False)
+    if encoding is None and guess in SAFE_GUESSES:
+        return guess
+    return "application/octet-stream"
 
 
 def _read(fd: int) -> bytes | None:

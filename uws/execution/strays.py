@@ -28,9 +28,14 @@ def job_pids(job_id: str) -> list[int]:
 
 def kill_strays(job_id: str) -> int:
     pids = job_pids(job_id)
+    kill_pids(pids)
+    return len(pids)
+
+
+def kill_pids(pids) -> None:
+    """SIGKILL each of ``pids``; one already gone (or no longer ours) is no error."""
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    return len(pids)

@@ -1,6 +1,7 @@
 """Engines for SQLite (the embedded default) and PostgreSQL (shared deployments)."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -22,6 +23,11 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
     path = sa.engine.make_url(url).database
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # Private to the server's user; SQLite gives its -wal and -shm files the same mode.
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError:
+            pass    # SQLite says why when it opens it
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
                               connect_args={"check_same_thread": False, "timeout": 30})
 

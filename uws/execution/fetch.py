@@ -1,0 +1,178 @@
+"""Fetching a URL-valued file parameter without letting a job reach internal hosts.
+
+The one way jobs read URLs (``ctx.open_parameter``, ``ctx.fetch``, and the
+inputs of command runners):
+
+- http and https only;
+- every address the host name resolves to must be public (not loopback,
+  private, link-local, multicast, reserved or unspecified), unless the service
+  allow-lists the host (``fetch_hosts``);
+- the connection goes to an address that was checked: the name is resolved
+  once per request, so a second answer (DNS rebinding) cannot redirect it;
+- redirects are followed here, a bounded number, each target checked again;
+- the body is capped in size and the whole fetch in time.
+
+Errors say nothing about internal hosts: a refused address, a closed port, an
+unreachable host and a failed name lookup all give the same message.
+
+Standard library only: it runs in each job's child process.
+"""
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import os
+import socket
+import ssl
+import time
+from urllib.parse import urljoin, urlsplit
+
+MAX_REDIRECTS = 5
+TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_BYTES = 100 * 1024 * 1024
+CHUNK = 1 << 16
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+class FetchError(Exception):
+    """A URL that could not be fetched; the message is safe to show the job's owner."""
+
+
+def fetch(url: str, dest, *, allow_hosts=(), max_bytes: int = DEFAULT_MAX_BYTES,
+          timeout: float = TIMEOUT_SECONDS, max_redirects: int = MAX_REDIRECTS) -> int:
+    """Write the body at ``url`` to the file ``dest``; its size in bytes."""
+    deadline = time.monotonic() + timeout
+    allowed = {h.lower().rstrip(".") for h in allow_hosts}
+    target = url
+    for _ in range(max_redirects + 1):
+        response, conn = _request(target, allowed, deadline)
+        try:
+            if response.status in REDIRECTS and response.getheader("Location"):
+                target = urljoin(target, response.getheader("Location"))
+                continue
+            if response.status != 200:
+                raise FetchError(f"cannot fetch {url}: the server answered {response.status}")
+            return _save(response, dest, url, max_bytes, deadline)
+        finally:
+            conn.close()
+    raise FetchError(f"cannot fetch {url}: more than {max_redirects} redirects")
+
+
+def _request(url: str, allowed: set, deadline: float):
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError(f"cannot fetch {url}: only http and https URLs are fetched")
+    try:
+        host, port = parts.hostname, parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        raise FetchError(f"cannot fetch {url}: not a valid URL") from None
+    if not host:
+        raise FetchError(f"cannot fetch {url}: not a valid URL")
+    addresses = _addresses(host, port, url, checked=host.lower().rstrip(".") not in allowed)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    conn = _PinnedConnection(host, port, addresses, scheme == "https", _left(deadline, url))
+    try:
+        conn.putrequest("GET", path, skip_accept_encoding=True)
+        conn.putheader("Accept-Encoding", "identity")
+        conn.putheader("User-Agent", "uws-fetch")
+        conn.endheaders()
+        return conn.getresponse(), conn
+    except ssl.SSLError:
+        conn.close()
+        raise FetchError(f"cannot fetch {url}: the TLS handshake failed") from None
+    except (OSError, http.client.HTTPException):
+        conn.close()
+        raise _unreachable(url) from None
+
+
+def _addresses(host: str, port: int, url: str, checked: bool) -> list[str]:
+    """The addresses to connect to: all of them public unless the host is allow-listed."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise _unreachable(url) from None
+    found = []
+    for *_, sockaddr in infos:
+        address = sockaddr[0]
+        if checked and not public(address):
+            raise _unreachable(url)     # refuse the name if any answer is internal
+        if address not in found:
+            found.append(address)
+    if not found:
+        raise _unreachable(url)
+    return found
+
+
+def public(address: str) -> bool:
+    """Whether an IP address is one a job may reach without an allow-list."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if ip.version == 6:     # an IPv4 address inside IPv6 is judged as IPv4
+        ip = ip.ipv4_mapped or ip.sixtofour or ip
+    return ip.is_global and not (ip.is_private or ip.is_loopback or ip.is_link_local
+                                 or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+
+
+def _unreachable(url: str) -> FetchError:
+    return FetchError(f"cannot fetch {url}: the host cannot be reached from this service")
+
+
+def _left(deadline: float, url: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise FetchError(f"cannot fetch {url}: timed out")
+    return left
+
+
+def _save(response, dest, url: str, max_bytes: int, deadline: float) -> int:
+    length = response.getheader("Content-Length")
+    if length and length.strip().isdigit() and int(length) > max_bytes:
+        raise FetchError(f"cannot fetch {url}: larger than {max_bytes} bytes")
+    size = 0
+    try:
+        with open(dest, "wb") as out:
+            while True:
+                _left(deadline, url)
+                try:
+                    chunk = response.read(CHUNK)
+                except (OSError, http.client.HTTPException):
+                    raise FetchError(f"cannot fetch {url}: the transfer failed") from None
+                if not chunk:
+                    return size
+                size += len(chunk)
+                if size > max_bytes:
+                    raise FetchError(f"cannot fetch {url}: larger than {max_bytes} bytes")
+                out.write(chunk)
+    except BaseException:
+        try:
+            os.unlink(dest)
+        except OSError:
+            pass
+        raise
+
+
+class _PinnedConnection(http.client.HTTPConnection):
+    """An HTTP(S) connection to ``host`` made to one of the checked ``addresses``
+    (TLS still verifies the certificate against the host name)."""
+
+    def __init__(self, host, port, addresses, tls: bool, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self._addresses = addresses
+        self._tls = tls
+
+    def connect(self):
+        for address in self._addresses:
+            try:
+                sock = socket.create_connection((address, self.port), self.timeout)
+                break
+            except OSError:
+                continue
+        else:
+            raise OSError("no address answered")
+        if self._tls:
+            try:
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
