@@ -7,6 +7,10 @@ service (create, run, WAIT, list, abort, delete), records every status code,
 then checks that every job it created is accounted for.  See bench/README.rst.
 
     python bench/load.py [--clients 50] [--seconds 60] [--seed N] [--keep]
+                         [--hostile] [--idle N] [--slow-readers N] [--oversize N]
+
+With a hostile mix (bench/hostile.py) running beside the honest clients, it also
+prints the honest clients' p50/p99 latency and error count under that mix.
 
 Exit status: 0 when no answer was 5xx, every request was answered, every answer
 was one the operation allows, and every job is accounted for; 1 otherwise; 130
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile import Hostile  # noqa: E402
 from bench import (REQUEST_ERRORS, SERVICE, HttpClient, Response, Server,  # noqa: E402
                    job_id_of, load_average, next_link, percentile, phase_of)
 
@@ -397,10 +402,54 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=60.0, help="duration of the load (60)")
     ap.add_argument("--seed", type=int, default=None, help="random seed (printed; default: random)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
+    ap.add_argument("--idle", type=_count, default=0,
+                    help="hostile: idle connections held open (0)")
+    ap.add_argument("--slow-readers", type=_count, default=0,
+                    help="hostile: connections asking for a 24 MiB file, never reading (0)")
+    ap.add_argument("--oversize", type=_count, default=0,
+                    help="hostile: connections sending oversize bodies, each second (0)")
+    ap.add_argument("--hostile", action="store_true",
+                    help="the hostile mix: --idle 1500 --slow-readers 100 --oversize 4")
     args = ap.parse_args(argv)
     if not 0 < args.seconds <= 3600:
         ap.error("--seconds must be in (0, 3600]")
+    if args.hostile:
+        args.idle = args.idle or 1500
+        args.slow_readers = args.slow_readers or 100
+        args.oversize = args.oversize or 4
     return args
+
+
+def _count(text: str) -> int:
+    n = int(text)
+    if not 0 <= n <= 5000:
+        raise argparse.ArgumentTypeError("between 0 and 5000")
+    return n
+
+
+def upload_for(base_url: str):
+    """A function uploading bytes as a checksum job's FILE; the parameter's path."""
+    import requests
+
+    def upload(data: bytes) -> str:
+        r = requests.post(base_url + "checksum", files={"FILE": ("big.bin", data)},
+                          allow_redirects=False, timeout=60)
+        r.raise_for_status()
+        return "/" + r.headers["Location"].split("/", 3)[3] + "/parameters/FILE"
+    return upload
+
+
+def print_honest(rec: Record, hostile: Hostile) -> None:
+    # a WAIT's latency is mostly its wait (WAIT=2): left out, as is the accounting
+    lat = [v for op, values in rec.latencies.items()
+           if op != "wait" and not op.startswith("final.") for v in values]
+    errors = count_5xx(rec) + count_unanswered(rec)
+    beside = "beside the hostile mix" if hostile.active else "(no hostile mix)"
+    print(f"\nHonest clients {beside}: {len(lat)} answers but WAITs, "
+          f"p50 {percentile(lat, 50):.2f} ms, p99 {percentile(lat, 99):.2f} ms, "
+          f"errors (5xx or no answer) {errors}")
+    if hostile.active:
+        print(f"  hostile mix: {hostile.summary()}")
 
 
 def _positive(text: str) -> int:
@@ -423,6 +472,7 @@ def main(argv=None) -> int:
     result = None
     status = 0
     load = None
+    hostile = Hostile("", 0, 0, 0, 0)
     try:
         server.start()
         print(f"server {server.url} data {server.data_dir}", flush=True)
@@ -432,8 +482,17 @@ def main(argv=None) -> int:
         if before != "0":
             failures.append(f"the server did not start empty: X-Job-Count {before}")
         load = Load(server.url, args.clients, args.seconds, seed)
+        host, port = server.url.split("//")[1].rstrip("/").rsplit(":", 1)
+        hostile = Hostile(host, int(port), args.idle, args.slow_readers, args.oversize)
+        if hostile.active:
+            hostile.prepare(upload_for(server.url))
+            hostile.start(time.monotonic() + args.seconds)
+            print(f"hostile mix: {args.idle} idle, {args.slow_readers} slow readers, "
+                  f"{args.oversize} oversize bodies a second", flush=True)
+            time.sleep(2)       # let it take its connections before the honest load
         print(f"\nLoad: {args.clients} clients for {args.seconds:g} s", flush=True)
         load.run()
+        hostile.join()
         for r in load.records:
             rec.merge(r)
         print("\nAccounting: GET of every created job, then HEAD /" + SERVICE, flush=True)
@@ -454,6 +513,8 @@ def main(argv=None) -> int:
         print_operations(rec, load.wall or args.seconds, ops)
         print(f"  (after the load: {sum(rec.statuses['final.get'].values())} × GET {{job}} "
               f"[{_statuses(rec.statuses['final.get'])}] and 1 × HEAD for the accounting)")
+    if load is not None:
+        print_honest(rec, hostile)
     n5xx, unanswered = count_5xx(rec), count_unanswered(rec)
     print(f"\n5xx answers: {n5xx}" + ("" if n5xx == 0 else "   FAIL (must be 0)"))
     print(f"requests without an answer: {unanswered}")

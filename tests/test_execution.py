@@ -47,6 +47,11 @@ SERVICES = {
              "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
              "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
     "partial": {"command": [PY, "-c", PARTIAL]},
+    "forgetful": {"command": [PY, "-c", "print('done, or so I say')"],
+                  "outputs": [{"name": "image", "file": "out.fits"}]},
+    "self-killed": {"command": ["sh", "-c", "kill -9 $$"]},
+    "optional": {"command": [PY, "-c", "pass"],
+                 "outputs": [{"name": "image", "file": "out.fits", "optional": True}]},
     "crash": {"command": [PY, "-c", "import sys; sys.stderr.write('disk on fire\\n'); sys.exit(3)"]},
     "sleep": {"runner": "uws.demo:sleep", "max_execution_duration": 3600,
               "parameters": [{"name": "DURATION", "type": "float", "default": 1},
@@ -90,6 +95,22 @@ def test_command_exiting_non_zero_ends_in_fatal_error_with_stderr_as_detail(clie
     path = start(client, "crash")
     settle(client, path)
     assert "disk on fire" in client.get(f"{path}/error").get_data(as_text=True)
+
+
+def test_a_command_that_does_not_write_a_declared_output_ends_in_error_naming_it(client):
+    doc = settle(client, start(client, "forgetful")).get_data(as_text=True)
+    assert "<uws:phase>ERROR</uws:phase>" in doc and 'type="fatal"' in doc
+    assert "did not write its declared output out.fits" in doc
+
+
+def test_an_optional_output_that_is_not_written_is_no_error(client):
+    doc = settle(client, start(client, "optional")).get_data(as_text=True)
+    assert "<uws:phase>COMPLETED</uws:phase>" in doc and "<uws:result " not in doc
+
+
+def test_a_job_killed_by_sigkill_ends_in_error_saying_so(client):
+    doc = settle(client, start(client, "self-killed")).get_data(as_text=True)
+    assert "<uws:phase>ERROR</uws:phase>" in doc and "killed by signal 9" in doc
 
 
 def test_runner_exception_ends_in_error_with_its_message_and_traceback(client):
@@ -199,7 +220,13 @@ def test_a_url_file_parameter_is_fetched_by_the_job(tmp_path, db_url):
     from conftest import LiveServer
     import hashlib
     import requests
-    application = create_app(make_config(tmp_path, db_url))
+    # The server's own results are on loopback: allow-listed for this checksum service.
+    services = {"sleep": SERVICES["sleep"],
+                "checksum": {"runner": "uws.demo:checksum", "fetch_hosts": ["127.0.0.1"],
+                             "parameters": [{"name": "FILE", "type": "file", "required": True},
+                                            {"name": "ALGORITHM", "type": "enum",
+                                             "default": "sha256", "choices": ["sha256"]}]}}
+    application = create_app(make_config(tmp_path, db_url, services=services))
     try:
         with LiveServer(application) as server:
             made = requests.post(f"{server.url}/sleep", data={"DURATION": "0", "PHASE": "RUN",

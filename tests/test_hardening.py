@@ -6,13 +6,12 @@ import dataclasses
 import os
 import socket
 import subprocess
-import sys
 import threading
 
 import pytest
 
 from conftest import free_port, make_config
-from uwshelp import wait_for
+from uwshelp import UWS_COMMAND, wait_for
 
 
 def test_a_cross_site_form_post_is_refused(client):
@@ -82,7 +81,7 @@ def served(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "uws", "serve", "--port", str(port),
+        [UWS_COMMAND, "serve", "--port", str(port),
          "--data-dir", str(tmp_path / "data")], env={**env, "UWS_MAX_UPLOAD_BYTES": "1000"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

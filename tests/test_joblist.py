@@ -86,9 +86,9 @@ def test_jobref_links_to_the_absolute_job_url(client):
 
 def test_jobref_href_uses_the_host_the_client_addressed(client):
     job_id = create_id(client)
-    r = client.get("/sleep", base_url="https://uws.example.org:8443")
+    r = client.get("/sleep", base_url="https://127.0.0.1:8443")
     ref = etree.fromstring(r.data).find("uws:jobref", NS)
-    assert ref.get(HREF) == f"https://uws.example.org:8443/sleep/{job_id}"
+    assert ref.get(HREF) == f"https://127.0.0.1:8443/sleep/{job_id}"
 
 
 def test_jobref_shows_phase_runid_nil_owner_and_creation_time(client):
@@ -200,6 +200,19 @@ def old_and_new(client, api):
 def test_after_lists_jobs_created_after_the_instant(client, old_and_new, after):
     old, new = old_and_new
     assert listed(client, ("AFTER", after)) == [new]
+
+
+@pytest.mark.parametrize("after, expected", [
+    ("2019", "both"), ("2020", "new"),              # a year: its first instant
+    ("2019-12", "both"), ("2020-01", "new"),        # a month
+    ("20200101", "new"), ("20200101T1200Z", "new"),  # the basic format
+    ("2020-001", "new"), ("2021", "none"),          # an ordinal date
+])
+def test_after_accepts_reduced_precision_as_the_start_of_that_period(client, old_and_new,
+                                                                      after, expected):
+    old, new = old_and_new
+    wanted = {"both": [new, old], "new": [new], "none": []}[expected]
+    assert listed(client, ("AFTER", after)) == wanted
 
 
 def test_after_is_strict(client, old_and_new):

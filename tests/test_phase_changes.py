@@ -284,6 +284,15 @@ def test_destruction_post_accepts_iso_8601_forms(client, sent, expected):
     assert text(job_xml(client, path), "destruction") == shown(expected)
 
 
+@pytest.mark.parametrize("sent", ["2100", "2100-01", "21000101", "21000101T000000Z"])
+def test_destruction_accepts_reduced_precision_and_basic_format(client, sent):
+    path = create(client)
+    created = dt.datetime.strptime(text(job_xml(client, path), "creationTime"),
+                                   "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert_303_to_job(post_destruction(client, path, sent), path)
+    assert destruction(client, path) == shown(created + MAX_LIFETIME)    # granted, clamped
+
+
 @pytest.mark.parametrize("value", ["2001-01-01T00:00:00Z", "garbage", "", "2030-13-45T00:00:00Z"])
 def test_bad_or_past_destruction_answers_400(client, value):
     path = create(client)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 
 import pytest
 import requests
@@ -11,7 +10,7 @@ import requests
 from uws.execution.strays import job_pids
 
 from conftest import free_port
-from uwshelp import gone, wait_for
+from uwshelp import UWS_COMMAND, gone, wait_for
 
 # The demo's sleep service (uws.demo:sleep with its three parameters), twice: "again"
 # is the same service marked safe to run again after a crash.
@@ -45,15 +44,15 @@ class Server:
 
     def start(self):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uws", "serve", "--config", str(self.config),
+            [UWS_COMMAND, "serve", "--config", str(self.config),
              "--data-dir", str(self.data), "--port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._up, timeout=20, step=0.1)
 
     def _up(self):
         try:
-            return requests.get(self.url + "/", timeout=1).status_code == 200
-        except requests.ConnectionError:
+            return requests.get(self.url + "/", timeout=5).status_code == 200
+        except requests.RequestException:     # not listening yet, or still starting
             return False
 
     def kill(self):

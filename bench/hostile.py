@@ -1,0 +1,141 @@
+"""The hostile mix of bench/load.py: idle connections, clients that never read a
+large file, oversize bodies; all against the server the script started on
+127.0.0.1, bounded in count and time, stopping by themselves at the deadline.
+
+Hostile sockets come from other loopback source addresses (127.0.1.x), as
+several machines would, so the server's per-address bound meets them as it
+would real ones, and the honest clients (127.0.0.1) keep their own share.
+"""
+from __future__ import annotations
+
+import collections
+import resource
+import socket
+import threading
+import time
+
+BIG = 24 * 1024 * 1024      # the slow readers' file: over waitress's 16 MiB watermark
+PER_SOURCE = 40             # hostile connections per source address
+
+
+class Hostile:
+    def __init__(self, host: str, port: int, idle: int, slow_readers: int, oversize: int):
+        self.host, self.port = host, port
+        self.want = {"idle": idle, "slow": slow_readers, "oversize": oversize}
+        self.counts: collections.Counter = collections.Counter()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.file_path = ""
+
+    @property
+    def active(self) -> bool:
+        return any(self.want.values())
+
+    def prepare(self, upload) -> None:
+        """Raise our open-file limit; upload the slow readers' file with ``upload(bytes)``,
+        which returns the path of its parameter URL."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        needed = self.want["idle"] + self.want["slow"] + 512
+        if soft < needed:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
+        if self.want["slow"]:
+            self.file_path = upload(bytes(range(256)) * (BIG // 256))
+
+    def start(self, deadline: float) -> None:
+        for kind, target in (("idle", self._idle), ("slow", self._slow),
+                             ("oversize", self._oversize)):
+            if self.want[kind]:
+                t = threading.Thread(target=target, args=(deadline,), daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def join(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+    def summary(self) -> str:
+        c = self.counts
+        return (f"idle connections opened {c['idle.opened']} (closed by the server "
+                f"{c['idle.closed']}, refused {c['idle.refused']}); slow readers "
+                f"{c['slow.opened']} (closed by the server {c['slow.closed']}); oversize "
+                f"bodies {c['oversize.sent']} ({c['oversize.413']} answered 413)")
+
+    # -- the kinds ------------------------------------------------------------------------
+
+    def _connect(self, n: int, rcvbuf: int | None = None) -> socket.socket:
+        s = socket.socket()
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.bind((f"127.0.1.{1 + n // PER_SOURCE % 250}", 0))
+        s.settimeout(5)
+        s.connect((self.host, self.port))
+        s.setblocking(False)
+        return s
+
+    def _hold(self, kind: str, deadline: float, opening) -> None:
+        """Keep ``want[kind]`` sockets open (reopening those the server closes) until
+        the deadline; each is opened by ``opening(n)``."""
+        held: dict[int, socket.socket] = {}
+        n = 0
+        try:
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                for i in range(self.want[kind]):
+                    if i not in held and time.monotonic() < deadline:
+                        try:
+                            held[i] = opening(n)
+                            self.counts[f"{kind}.opened"] += 1
+                        except OSError:
+                            self.counts[f"{kind}.refused"] += 1
+                        n += 1
+                for i, s in list(held.items()):
+                    if _closed(s, drain=(kind == "idle")):
+                        self.counts[f"{kind}.closed"] += 1
+                        s.close()
+                        del held[i]
+                self.stop.wait(0.5)
+        finally:
+            for s in held.values():
+                s.close()
+
+    def _idle(self, deadline: float) -> None:
+        self._hold("idle", deadline, lambda n: self._connect(n))
+
+    def _slow(self, deadline: float) -> None:
+        request = (f"GET {self.file_path} HTTP/1.1\r\nHost: {self.host}\r\n"
+                   f"Range: bytes=0-\r\n\r\n").encode()
+
+        def opening(n):
+            s = self._connect(5000 + n, rcvbuf=4096)
+            s.sendall(request)
+            return s
+        self._hold("slow", deadline, opening)
+
+    def _oversize(self, deadline: float) -> None:
+        head = (f"POST /sleep HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: "
+                f"application/x-www-form-urlencoded\r\nContent-Length: {1 << 40}\r\n\r\n")
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            for k in range(self.want["oversize"]):
+                try:
+                    with self._connect(9000 + k) as s:
+                        s.setblocking(True)
+                        s.sendall(head.encode() + b"x" * 65536)
+                        self.counts["oversize.sent"] += 1
+                        if b" 413 " in s.recv(200):
+                            self.counts["oversize.413"] += 1
+                except OSError:
+                    pass
+            self.stop.wait(1.0)
+
+
+def _closed(s: socket.socket, drain: bool) -> bool:
+    """True when the server has closed ``s``; reads only what an idle socket got."""
+    try:
+        if drain:
+            return s.recv(4096) == b""
+        return s.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
