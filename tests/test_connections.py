@@ -306,3 +306,78 @@ def test_uws_serve_raises_its_soft_open_file_limit_to_the_hard_one(serve):
     soft_now = [line.split()[3] for line in limits.splitlines()
                 if line.startswith("Max open files")][0]
     assert soft_now != "1024"
+
+
+# -- request bodies buffered before the application sees them ---------------------------
+
+MIB = 1 << 20
+
+
+def _stalled_upload(port: int, source: str, length: int) -> socket.socket:
+    """A POST announcing ``length`` body bytes that sends only the first few."""
+    s = _connect(port, source)
+    s.sendall(b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: application/x-www-form-urlencoded\r\n"
+              b"Content-Length: %d\r\n\r\nx=1" % length)
+    return s
+
+
+def _status_within(s: socket.socket, timeout: float) -> int | None:
+    """The status code the server answers on ``s`` within ``timeout``, else None."""
+    s.settimeout(timeout)
+    try:
+        head = s.recv(4096)
+    except (TimeoutError, ConnectionResetError):
+        return None
+    return int(head.split()[1]) if head.startswith(b"HTTP/") else None
+
+
+def test_bodies_beyond_the_buffered_bytes_budget_answer_503_at_once(serve):
+    # max_upload_bytes 1 MiB: bodies up to 2 MiB; 5 MiB for all of them at once
+    port = serve(max_upload_bytes=MIB, max_buffered_bytes=5 * MIB)
+    held = [_stalled_upload(port, source, 2 * MIB - 100) for source in _sources(2)]
+    time.sleep(0.3)
+    refused = _stalled_upload(port, "127.0.1.3", 2 * MIB - 100)
+    assert _status_within(refused, 5) == 503
+    for s in held:      # the bodies within the budget are still being waited for
+        assert _status_within(s, 0.2) is None
+    for s in held + [refused]:
+        s.close()
+
+
+def test_small_requests_still_fit_beside_stalled_bodies(serve):
+    port = serve(max_upload_bytes=MIB, max_buffered_bytes=5 * MIB)
+    held = [_stalled_upload(port, source, 2 * MIB - 100) for source in _sources(2)]
+    time.sleep(0.3)
+    r = requests.post(f"http://127.0.0.1:{port}/sleep", data={"DURATION": "0"}, timeout=10,
+                      allow_redirects=False)
+    assert r.status_code == 303
+    for s in held:
+        s.close()
+
+
+def test_the_budget_is_given_back_when_a_stalled_body_is_abandoned(serve):
+    port = serve(max_upload_bytes=MIB, max_buffered_bytes=5 * MIB)
+    held = [_stalled_upload(port, source, 2 * MIB - 100) for source in _sources(2)]
+    for s in held:
+        s.close()
+    time.sleep(0.5)
+    body = {"DURATION": "0", "MESSAGE": "x" * (2 * MIB - 4096)}
+    for _ in range(3):      # more than the budget holds at once, one after the other
+        r = requests.post(f"http://127.0.0.1:{port}/sleep", data=body, timeout=10,
+                          allow_redirects=False)
+        assert r.status_code in (303, 400), r.text    # received, then judged by the app
+        assert r.status_code != 503
+
+
+def test_one_client_address_may_hold_at_most_a_quarter_of_the_budget(serve):
+    # 8 MiB in all, 2 MiB (one whole body) for any one address
+    port = serve(max_upload_bytes=MIB, max_buffered_bytes=8 * MIB)
+    first = _stalled_upload(port, "127.0.1.1", int(1.5 * MIB))
+    time.sleep(0.3)
+    second = _stalled_upload(port, "127.0.1.1", int(1.5 * MIB))
+    assert _status_within(second, 5) == 503
+    other = _stalled_upload(port, "127.0.1.2", int(1.5 * MIB))
+    assert _status_within(other, 0.5) is None       # another address has its own share
+    for s in (first, second, other):
+        s.close()

@@ -13,6 +13,10 @@ response keeps a worker thread waiting on it.  Here:
   bytes at all (:class:`Channel`), then the connection is closed;
 - one client address holds at most ``connections_per_address`` connections
   (:class:`Server`): further ones are closed as soon as they are accepted;
+- waitress reads a whole request body (to memory, then a temporary file) before
+  the application, and so authentication, sees it: the bodies being buffered
+  share one budget (:class:`BodyBudget`), and a request whose announced or
+  received body does not fit answers 503 at once;
 - an error in the accept loop is logged and the server goes on.
 
 Files are sent by waitress's ``wsgi.file_wrapper`` path (see web/downloads.py),
@@ -25,12 +29,15 @@ import dataclasses
 import errno
 import logging
 import resource
+import threading
 import time
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
+from waitress.utilities import Error
 
 log = logging.getLogger("uws.httpserver")
 
@@ -70,6 +77,81 @@ def limits(cfg, open_files: int) -> Limits:
     return Limits(connections, min(per_address, connections))
 
 
+class BodyBudget:
+    """The request-body bytes buffered across all connections, and per client address.
+
+    A request reserves its announced ``Content-Length`` as soon as its headers
+    are in (a chunked one, what it has sent so far), and gives it back when it
+    has been answered or its connection closes."""
+
+    def __init__(self, limit: int, per_address: int):
+        self.limit = limit
+        self.per_address = per_address
+        self.used = 0
+        self.by_address: collections.Counter = collections.Counter()
+        self._lock = threading.Lock()
+
+    def take(self, address: str, n: int) -> bool:
+        with self._lock:
+            if (self.used + n > self.limit
+                    or self.by_address[address] + n > self.per_address):
+                return False
+            self.used += n
+            self.by_address[address] += n
+            return True
+
+    def give(self, address: str, n: int) -> None:
+        with self._lock:
+            self.used -= n
+            self.by_address[address] -= n
+            if self.by_address[address] <= 0:
+                del self.by_address[address]
+
+
+class Busy(Error):
+    code = 503
+    reason = "Service Unavailable"
+
+
+class Parser(HTTPRequestParser):
+    """waitress's request parser, holding a share of the body budget."""
+
+    def __init__(self, adj, budget: BodyBudget | None = None, address: str = ""):
+        super().__init__(adj)
+        self.budget = budget
+        self.address = address
+        self.held = 0
+
+    def received(self, data):
+        if self.completed:
+            return 0
+        consumed = super().received(data)
+        if self.budget is None or self.error is not None or not self.headers_finished:
+            return consumed
+        wanted = max(self.content_length, self.body_bytes_received)
+        if wanted > self.held:
+            if not self.budget.take(self.address, wanted - self.held):
+                log.warning("refused a %d-byte request body from %s: the server is "
+                            "buffering too many bodies (max_buffered_bytes)",
+                            wanted, self.address)
+                self.error = Busy("Too many request bodies are being received; "
+                                  "try again later.")
+                self.completed = True
+                return len(data)        # the rest is that body: no request of its own
+            self.held = wanted
+        return consumed
+
+    def release(self) -> None:
+        """Give the reserved bytes back (once, from whichever thread comes first)."""
+        held, self.held = self.held, 0
+        if held:
+            self.budget.give(self.address, held)
+
+    def close(self):
+        self.release()
+        super().close()
+
+
 class Channel(HTTPChannel):
     """A connection whose worker thread gives up on a client that reads nothing.
 
@@ -104,6 +186,9 @@ class Channel(HTTPChannel):
         self.abandoned = True       # its pipelined requests stay queued: close anyway
         self.server.pull_trigger()
 
+    def parser_class(self, adj):
+        return Parser(adj, self.server.budget, self.client_host)
+
     def __init__(self, server, sock, addr, adj, map=None):
         self.client_host = addr[0]
         self._counted = False
@@ -121,6 +206,9 @@ class Channel(HTTPChannel):
         if self._counted:
             self._counted = False
             self.server.release(self.client_host)
+        for request in [self.request, *self.requests]:
+            if isinstance(request, Parser):
+                request.release()       # a body cut off with its connection
         super().del_channel(map)
 
 
@@ -131,8 +219,9 @@ class Server(TcpWSGIServer):
     channel_class = Channel
 
     def __init__(self, *args, per_address: int, header_timeout: float, send_timeout: float,
-                 **kwargs):
+                 budget: BodyBudget | None = None, **kwargs):
         self.per_address = per_address
+        self.budget = budget
         self.header_timeout = header_timeout
         self.send_timeout = send_timeout
         self.connections_of: collections.Counter = collections.Counter()
@@ -227,9 +316,10 @@ def create(app, cfg, open_files: int, server_name: str):
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
     socket_map: dict = {}
+    budget = BodyBudget(cfg.buffer_limit, max(cfg.max_body_bytes, cfg.buffer_limit // 4))
     servers = [Server(app, map=socket_map, dispatcher=dispatcher, adj=adj, sockinfo=info,
                       per_address=lim.per_address, header_timeout=cfg.header_timeout,
-                      send_timeout=cfg.send_timeout)
+                      send_timeout=cfg.send_timeout, budget=budget)
                for info in adj.listen]
     if len(servers) == 1:
         server = servers[0]
