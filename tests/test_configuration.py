@@ -43,6 +43,9 @@ MISTAKES = [
     ('[server]\nport = "abc"\n', "server.port", "must be a whole number"),
     ('[auth]\nmodes = ["basic"]\n[auth.users]\nalice = "plain password"\n', "auth.users",
      "not a werkzeug password hash"),
+    ("[server]\nmax_upload_bytes = 10000000\nmax_buffered_bytes = 5000000\n",
+     "server.max_buffered_bytes", "under the largest request body"),
+    (SLEEP + "max_result_bytes = 0\n", "services.s.max_result_bytes", "at least 1"),
     ("this is not toml", "not valid TOML", "line 1"),
 ]
 

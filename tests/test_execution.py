@@ -371,7 +371,7 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll()
     class Store:
         calls = 0
 
-        def claim_next(self, worker, services, lease):
+        def claim_next(self, worker, services, lease, running_cap=None):
             self.calls += 1
             if self.calls == 1:
                 executor.submit("job")      # arrives while this claim is under way

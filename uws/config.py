@@ -58,6 +58,8 @@ class Config:
     idle_timeout: int = _setting("server", 60, min=1, max=86400)    # no request, no progress
     header_timeout: int = _setting("server", 10, min=1, max=3600)   # a request's headers
     send_timeout: int = _setting("server", 30, min=1, max=3600)     # a client that reads nothing
+    # request bodies being received at once (0 = the larger of 1 GiB and 4 bodies)
+    max_buffered_bytes: int = _setting("server", 0, min=0)
     executor: str = _setting("executor", "local", key="kind", choices=EXECUTORS)
     slots: int = _setting("executor", factory=lambda: os.cpu_count() or 1, min=1, max=4096)
     services: dict[str, Service] = dataclasses.field(default_factory=dict)
@@ -73,6 +75,11 @@ class Config:
     def max_body_bytes(self) -> int:
         """Largest request body: an upload plus room for multipart framing and fields."""
         return self.max_upload_bytes + (1 << 20)
+
+    @property
+    def buffer_limit(self) -> int:
+        """Request-body bytes waitress may buffer at once, all connections together."""
+        return self.max_buffered_bytes or max(1 << 30, 4 * self.max_body_bytes)
 
     @property
     def waiter_limit(self) -> int:
@@ -111,7 +118,12 @@ def from_dict(data: dict, env=None, source: str = "", **overrides) -> Config:
         raise ConfigError(f"{source or 'the configuration'}: {exc}") from None
     settings.update(_environment(env or {}))
     settings.update(_overrides(overrides))
-    return Config(services=services or demo_services(), auth=auth, **settings)
+    cfg = Config(services=services or demo_services(), auth=auth, **settings)
+    if cfg.max_buffered_bytes and cfg.max_buffered_bytes < cfg.max_body_bytes:
+        raise ConfigError(f"{source or 'the configuration'}: server.max_buffered_bytes: "
+                          f"under the largest request body ({cfg.max_body_bytes} bytes, "
+                          "max_upload_bytes + 1 MiB), which could then never be received")
+    return cfg
 
 
 def _read_file(data: dict):

@@ -23,3 +23,12 @@ class NotFound(UWSError):
 class TooLarge(UWSError):
     """A body or upload beyond the configured limit (413)."""
     status = 413
+
+
+class OverQuota(Forbidden):
+    """A change that would take an owner past a quota of its service (403)."""
+
+    def __init__(self, what: str, limit: int):
+        super().__init__(f"over the limit of {limit} {what}")
+        self.what = what        # "jobs" or "bytes"
+        self.limit = limit

@@ -5,6 +5,7 @@ name from a request can reach another file.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -20,6 +21,22 @@ from .model import is_job_id
 log = logging.getLogger(__name__)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 CHUNK = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """Bytes on disk of one job's directory, by what they are."""
+    uploads: int = 0
+    written: int = 0        # by the job: results, temporary files, fetched URLs
+    logs: int = 0           # its stdout and stderr
+
+    @property
+    def total(self) -> int:
+        return self.uploads + self.written + self.logs
+
+
+WRITTEN = ("results", "tmp", "fetched")
+LOGS = ("stdout.log", "stderr.log")
 
 
 class JobFiles:
@@ -75,6 +92,12 @@ class JobFiles:
     def install_upload(self, staged: Path, job_id: str, name: str) -> None:
         os.replace(staged, self.upload_path(job_id, name))
 
+    def usage(self, job_id: str) -> Usage:
+        top = self.job_dir(job_id)
+        return Usage(uploads=tree_bytes(top / "uploads"),
+                     written=sum(tree_bytes(top / name) for name in WRITTEN),
+                     logs=sum(tree_bytes(top / name) for name in LOGS))
+
     def remove(self, job_id: str) -> bool:
         """Remove the job's directory; False (logged) if some of it is left."""
         return _remove_tree(self.job_dir(job_id))
@@ -90,6 +113,33 @@ class JobFiles:
         if base.resolve() not in path.parents:
             raise NotFound(f"no file {name!r}")
         return path
+
+
+def tree_bytes(path: Path) -> int:
+    """The bytes of the files under ``path`` (links not followed; a sparse file counts
+    its length, as a download of it would)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(info.st_mode):
+        return max(info.st_size, info.st_blocks * 512)
+    total, pending = 0, [path]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue        # removed while we looked
+                    if stat.S_ISDIR(info.st_mode):
+                        pending.append(entry.path)
+                    else:
+                        total += max(info.st_size, info.st_blocks * 512)
+        except OSError:
+            continue
+    return total
 
 
 def make_private_dir(path: Path) -> None:

@@ -6,7 +6,7 @@ import math
 import time
 
 from . import estimates, phases, timeutil
-from .errors import BadRequest, Forbidden, NotFound
+from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .model import Job, Parameter, fits_xml, is_job_id, new_job_id
 from .phases import Event, Phase
 from .services import ParameterError, Service, collect
@@ -114,7 +114,8 @@ class Jobs:
         except ParameterError as exc:
             raise BadRequest(str(exc)) from None
         _check_run_id(control.run_id)
-        self._check_quota(service, caller)
+        quota = service.quota(caller.owner)
+        self._check_quota(service, caller.owner, quota)
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
@@ -129,9 +130,12 @@ class Jobs:
             job.destruction = self._granted_destruction(service, job, control.destruction)
         try:
             job.parameters, staged = self._stage_values(job.id, values)
+            stored = _staged_bytes(staged)
             self._install(job.id, staged)       # the job is not visible yet
-            if not self.store.insert_job(job, service.max_jobs_per_owner):
-                raise _over_quota(service)
+            self.store.insert_job(job, quota, stored)
+        except OverQuota as exc:
+            self.files.remove(job.id)
+            raise _over_quota(service, exc) from None
         except BaseException:
             self.files.remove(job.id)
             raise
@@ -139,12 +143,13 @@ class Jobs:
             self.run(service.name, job.id, caller)
         return job.id
 
-    def _check_quota(self, service: Service, caller: Caller) -> None:
+    def _check_quota(self, service: Service, owner: str, quota, adding: int = 0) -> None:
         """403 early, before uploads are staged or URLs fetched, when the owner is
-        already at the service's limit; :meth:`Store.insert_job` enforces it exactly."""
-        limit = service.max_jobs_per_owner
-        if limit and self.store.count_jobs(service.name, caller.owner, ListQuery()) >= limit:
-            raise _over_quota(service)
+        already at a limit; :meth:`Store.insert_job` enforces them exactly."""
+        if quota.jobs and self.store.count_jobs(service.name, owner, ListQuery()) >= quota.jobs:
+            raise _over_quota(service, OverQuota("jobs", quota.jobs))
+        if quota.bytes and self.store.stored_bytes(service.name, owner) + adding > quota.bytes:
+            raise _over_quota(service, OverQuota("bytes", quota.bytes))
 
     def _stage_values(self, job_id: str, values):
         """Parameters for ``values``, and their uploads staged as {name: path}."""
@@ -247,10 +252,18 @@ class Jobs:
             return
         params, staged = self._stage_values(job_id, values)
         replace = {v.name for v in values if not service.spec(v.name).multiple}
-        if not self.store.set_parameters(job_id, replace, params, run_id):
+        try:
+            if staged:
+                self._check_quota(service, caller.owner, service.quota(caller.owner),
+                                  adding=_staged_bytes(staged))
+            if not self.store.set_parameters(job_id, replace, params, run_id):
+                raise Forbidden("parameters cannot change once a job has started")
+        except BaseException:
             self._discard(staged)
-            raise Forbidden("parameters cannot change once a job has started")
+            raise
         self._install(job_id, staged)
+        if staged:
+            self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
 
     # -- blocking GET -----------------------------------------------------------------
 
@@ -306,6 +319,13 @@ def parse_duration(text: str) -> int:
     return math.ceil(value)
 
 
-def _over_quota(service: Service) -> Forbidden:
-    return Forbidden(f"you already have {service.max_jobs_per_owner} jobs in "
-                     f"{service.name!r}, its limit; delete some first")
+def _over_quota(service: Service, exc: OverQuota) -> Forbidden:
+    if exc.what == "bytes":
+        return Forbidden(f"your jobs in {service.name!r} would keep more than {exc.limit} "
+                         "bytes of files, its limit; delete some first")
+    return Forbidden(f"you already have {exc.limit} jobs in {service.name!r}, its limit; "
+                     "delete some first")
+
+
+def _staged_bytes(staged: dict) -> int:
+    return sum(path.stat().st_size for path in staged.values())

@@ -189,6 +189,18 @@ class Output:
                              "type/subtype[; parameters]")
 
 
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Quota:
+    """What one owner may hold in a service at once; 0 = no limit."""
+    jobs: int = 0
+    running: int = 0
+    bytes: int = 0
+
+
 OUTPUT_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 _SECONDS = {"min": 0, "max": 2**31 - 1}
 
@@ -204,7 +216,20 @@ class Service:
     outputs: tuple[Output, ...] = ()   # files a command writes that become results
     retry: bool = False                # safe to re-run after a lost worker (else ERROR)
     anonymous: bool = True             # may unauthenticated callers create and list jobs
-    max_jobs_per_owner: int = _field(0, min=0)   # jobs one owner may keep; 0 = no limit
+    # What one owner may hold in this service at once (0 = no limit); the anonymous
+    # callers share one owner, with limits of their own.
+    max_jobs_per_owner: int = _field(0, min=0)       # jobs kept (any phase but ARCHIVED)
+    max_running_per_owner: int = _field(0, min=0)    # jobs EXECUTING; more wait QUEUED
+    max_bytes_per_owner: int = _field(0, min=0)      # uploads, results and logs on disk
+    anonymous_max_jobs: int = _field(10_000, min=0)
+    # 0: a server whose callers are all anonymous uses all its slots; fair dispatch
+    # still gives any identified owner the next free slot ahead of them.
+    anonymous_max_running: int = _field(0, min=0)
+    anonymous_max_bytes: int = _field(10 * GIB, min=0)
+    # What one job may write: its working directory (results, tmp, fetched URLs),
+    # and its stdout and stderr; past either it is stopped and ends in ERROR.
+    max_result_bytes: int = _field(10 * GIB, min=1)
+    max_log_bytes: int = _field(100 * MIB, min=1)
     execution_duration: int = _field(600, **_SECONDS)          # default (0 = unlimited)
     max_execution_duration: int = _field(3600, **_SECONDS)
     lifetime: int = _field(7 * 86400, **_SECONDS)    # default destruction = creation + lifetime
@@ -247,6 +272,14 @@ class Service:
                 except ParameterError as exc:
                     raise ValueError(f"parameter {spec.name}: default "
                                      f"{spec.default!r}: {exc.message}") from None
+
+    def quota(self, owner: str) -> Quota:
+        """The limits of ``owner`` ("" = the anonymous callers, together)."""
+        if owner:
+            return Quota(self.max_jobs_per_owner, self.max_running_per_owner,
+                          self.max_bytes_per_owner)
+        return Quota(self.anonymous_max_jobs, self.anonymous_max_running,
+                     self.anonymous_max_bytes)
 
     @property
     def placeholders(self) -> frozenset[str]:

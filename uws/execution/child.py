@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import resource
 import signal
 import sys
 import traceback
@@ -156,6 +157,9 @@ def main() -> int:
     task = json.loads(sys.stdin.read())
     fd = int(os.environ[REPORT_FD_ENV])
     os.chdir(task["workdir"])
+    if task.get("max_file_bytes"):
+        limit = task["max_file_bytes"]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return supervise(lambda: run_task(task, fd), fd)
 
 

@@ -33,6 +33,7 @@ from .strays import kill_strays
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0
 MONITOR_SECONDS = 0.2
+USAGE_SECONDS = 1.0         # how often running jobs' files are measured
 POLL_SECONDS = 1.0          # also pick up jobs queued by other processes
 KILL_GRACE_SECONDS = 0.3
 SUPERVISOR_GRACE_SECONDS = 5.0
@@ -112,7 +113,8 @@ class ProcessExecutor(Executor):
             with self._wake:
                 seen = self._submitted
             try:
-                job_id = self.store.claim_next(self.worker_id, services, LEASE_SECONDS)
+                job_id = self.store.claim_next(self.worker_id, services, LEASE_SECONDS,
+                                               self._running_cap)
             except Exception:
                 log.exception("cannot claim a job")
                 job_id = None
@@ -130,13 +132,19 @@ class ProcessExecutor(Executor):
                 self.store.transition(job_id, Event.FAIL, error_type="transient",
                                       error_message="the executor failed to run the job")
 
+    def _running_cap(self, service: str, owner: str) -> int:
+        return self.config.services[service].quota(owner).running
+
     def _monitor_loop(self) -> None:
-        last_renewal = time.monotonic()
+        last_renewal = last_measure = time.monotonic()
         while not self._stopping.wait(MONITOR_SECONDS):
             try:
                 ids = self.running_ids
                 if not ids:
                     continue
+                if time.monotonic() - last_measure > USAGE_SECONDS:
+                    self._stop_oversize(ids)
+                    last_measure = time.monotonic()
                 current = self.store.phases_of(ids)
                 for job_id in ids:
                     if current.get(job_id) is not Phase.EXECUTING:
@@ -146,6 +154,28 @@ class ProcessExecutor(Executor):
                     last_renewal = time.monotonic()
             except Exception:
                 log.exception("monitor pass failed")
+
+    def _stop_oversize(self, ids: list[str]) -> None:
+        """End in ERROR the running jobs that wrote more than their service allows
+        (the pass below then kills them, as it does aborted ones)."""
+        for job_id in ids:
+            service = self.config.services.get(self.store.service_of(job_id))
+            excess = service and self._excess(job_id, service)
+            if excess:
+                log.warning("job %s: %s; stopping it", job_id, excess)
+                self.store.transition(job_id, Event.FAIL, error_type="fatal",
+                                      error_message=excess)
+
+    def _excess(self, job_id: str, service) -> str | None:
+        """Why the job's files are over its service's limits; None when they are not."""
+        usage = self.files.usage(job_id)
+        if usage.written > service.max_result_bytes:
+            return (f"the job wrote more than {service.max_result_bytes} bytes of files "
+                    "(max_result_bytes)")
+        if usage.logs > service.max_log_bytes:
+            return (f"the job wrote more than {service.max_log_bytes} bytes to its standard "
+                    "output and error (max_log_bytes)")
+        return None
 
     # -- one job ---------------------------------------------------------------------------
 
@@ -170,13 +200,14 @@ class ProcessExecutor(Executor):
             self._kill(running)     # stop() ran while this job was starting
         followed = False
         try:
-            _send_task(process, _task(job, service, self.files, self.config.max_upload_bytes))
+            task = _task(job, service, self.files, self.config.max_upload_bytes)
+            _send_task(process, task)
             reader = ReportReader(job_id, self.store, self.files, service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
             self._end_leftovers(running, thorough=held_open or running.killed)
-            self._finish(running, reader, self.files.job_dir(job_id) / "stderr.log")
+            self._finish(running, reader, service)
         finally:
             if not followed:
                 os.close(read_fd)
@@ -215,19 +246,23 @@ class ProcessExecutor(Executor):
         self.files.remove(job_id)
         return True
 
-    def _finish(self, running: Running, reader, stderr_path) -> None:
+    def _finish(self, running: Running, reader, service) -> None:
         job_id, code = running.job_id, running.process.returncode
-        if code != 0 and running.killed:
-            if self._stopping.is_set():     # the server is stopping, not the job
-                lost.release(self.store, self.config.services.get(self.store.service_of(job_id)),
-                             job_id, "the server stopped while the job was running")
-            return      # aborted, out of time or destroyed: the phase is already set
-        message = _failure(code, reader)
-        if message is None:
-            self.store.transition(job_id, Event.COMPLETE, progress=100.0)
-        else:
-            self.store.transition(job_id, Event.FAIL, error_type="fatal", error_message=message,
-                                  error_detail=_tail(stderr_path) or None)
+        try:
+            if code != 0 and running.killed:
+                if self._stopping.is_set():     # the server is stopping, not the job
+                    lost.release(self.store, service, job_id,
+                                 "the server stopped while the job was running")
+                return      # aborted, out of time, destroyed or oversize: phase already set
+            message = self._excess(job_id, service) or _failure(code, reader)
+            if message is None:
+                self.store.transition(job_id, Event.COMPLETE, progress=100.0)
+            else:
+                stderr = self.files.job_dir(job_id) / "stderr.log"
+                self.store.transition(job_id, Event.FAIL, error_type="fatal",
+                                      error_message=message, error_detail=_tail(stderr) or None)
+        finally:
+            self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
 
     def _kill(self, running: Running) -> None:
         """End the job: TERM to its process group (its supervisor then kills every
@@ -314,6 +349,9 @@ def _task(job, service, files, max_bytes: int) -> dict:
             "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
             "fetched": str(fetched),
             "fetch": {"hosts": list(service.fetch_hosts), "max_bytes": max_bytes},
+            # no single file may outgrow the larger limit (RLIMIT_FSIZE): the monitor
+            # then need not catch one huge write in time
+            "max_file_bytes": max(service.max_result_bytes, service.max_log_bytes) + 1,
             "specs": [dataclasses.asdict(s) for s in service.parameters]}
     if service.command:
         # A file reaches a command as a local path: an upload's, or where the

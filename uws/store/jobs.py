@@ -16,11 +16,13 @@ from typing import Callable, Iterable, Iterator
 import sqlalchemy as sa
 
 from .. import phases, timeutil
+from ..errors import OverQuota
 from ..model import ErrorSummary, Job, JobRef, Parameter, Result
+from ..services import Quota
 from ..phases import Event, Phase
 from .engine import create_schema, make_engine
 from .running import RunningQueries
-from .tables import job as J, parameter as P, result as R
+from .tables import job as J, job_bytes as B, parameter as P, result as R
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,10 +33,6 @@ class ListQuery:
     limit: int | None = None               # page size / LAST
     offset: int = 0                        # the start=… extension
     before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)
-
-
-class _OverLimit(Exception):
-    """Rolls back an insertion that would exceed its owner's limit."""
 
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
@@ -57,29 +55,43 @@ class Store(RunningQueries):
 
     # -- creation and reading -------------------------------------------------
 
-    def insert_job(self, job: Job, limit: int = 0) -> bool:
-        """Store a new job; with ``limit``, only if its owner then keeps at most
-        ``limit`` jobs of its service (False otherwise, nothing stored).
+    def insert_job(self, job: Job, quota: Quota = Quota(), stored_bytes: int = 0) -> None:
+        """Store a new job, which keeps ``stored_bytes`` on disk (its uploads).
 
-        The count runs inside the inserting transaction after the owner's
-        creations are serialised (SQLite's single writer, a PostgreSQL advisory
-        lock), so concurrent creations cannot overshoot the limit.  On PostgreSQL
-        this relies on READ COMMITTED (the default): the count's snapshot is taken
-        after the lock is granted.
+        With a quota, :class:`OverQuota` (nothing stored) if its owner would then
+        keep more jobs, or more bytes, in its service than the quota allows.  The
+        sums run inside the inserting transaction after the owner's creations are
+        serialised (SQLite's single writer, a PostgreSQL advisory lock), so
+        concurrent creations cannot overshoot.  On PostgreSQL this relies on READ
+        COMMITTED (the default): the sums' snapshot is taken after the lock.
         """
-        try:
-            with self.engine.begin() as conn:
-                if limit:
-                    self._serialise_owner(conn, job.service, job.owner)
-                conn.execute(_INSERT_JOB, _job_row(job))
-                if job.parameters:
-                    conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
-                if limit and conn.execute(_COUNT_OWNED, {
-                        "service": job.service, "owner": job.owner}).scalar_one() > limit:
-                    raise _OverLimit
-        except _OverLimit:
-            return False
-        return True
+        limited = quota.jobs or quota.bytes
+        with self.engine.begin() as conn:
+            if limited:
+                self._serialise_owner(conn, job.service, job.owner)
+            conn.execute(_INSERT_JOB, _job_row(job))
+            if job.parameters:
+                conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
+            conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
+            owner = {"service": job.service, "owner": job.owner}
+            if quota.jobs and conn.execute(_COUNT_OWNED, owner).scalar_one() > quota.jobs:
+                raise OverQuota("jobs", quota.jobs)
+            if quota.bytes and conn.execute(_BYTES_OWNED, owner).scalar_one() > quota.bytes:
+                raise OverQuota("bytes", quota.bytes)
+
+    def stored_bytes(self, service: str, owner: str) -> int:
+        """The bytes an owner's jobs keep on disk in a service, as last measured."""
+        with self.engine.connect() as conn:
+            return conn.execute(_BYTES_OWNED, {"service": service, "owner": owner}).scalar_one()
+
+    def set_stored_bytes(self, job_id: str, size: int) -> None:
+        """Record what a job keeps on disk now (after a change of its files)."""
+        with self.engine.begin() as conn:
+            if not conn.execute(B.update().where(B.c.job_id == job_id)
+                                .values(bytes=size)).rowcount:
+                conn.execute(sa.insert(B).from_select(
+                    ["job_id", "bytes"],
+                    sa.select(J.c.id, sa.literal(size, sa.BigInteger)).where(J.c.id == job_id)))
 
     def _serialise_owner(self, conn, service: str, owner: str) -> None:
         if self.engine.dialect.name == "postgresql":
@@ -284,8 +296,11 @@ def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
     return stmt
 
 
-# The jobs an owner keeps in a service, as a quota counts them.
+# The jobs an owner keeps in a service, and their bytes, as quotas count them.
 _COUNT_OWNED = _filtered(sa.select(sa.func.count()), True, False, False, False)
+_BYTES_OWNED = _filtered(sa.select(sa.func.coalesce(sa.func.sum(B.c.bytes), 0))
+                         .select_from(J.join(B, B.c.job_id == J.c.id)),
+                         True, False, False, False)
 
 
 @functools.lru_cache(maxsize=128)

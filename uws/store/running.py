@@ -1,16 +1,47 @@
 """Queries of the execution side: claiming queued jobs, leases, deadlines,
-destruction and quotes.  Mixed into Store, which provides ``engine`` and
-``_changed``."""
+destruction and quotes.  Mixed into Store, which provides ``engine``,
+``_changed`` and ``_serialise_owner``."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterable
+from typing import Callable, Iterable
 
 import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..phases import Event, Phase
 from .tables import job as J, result as R
+
+
+class _OverCap(Exception):
+    """Rolls back a claim that would take an owner past its running cap."""
+
+
+_SERVICES = sa.bindparam("services", expanding=True)
+# Each owner with queued jobs: its best priority and its oldest job.
+_QUEUED_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.max(J.c.priority),
+                            sa.func.min(J.c.creation_time))
+                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES))
+                  .group_by(J.c.service, J.c.owner))
+_RUNNING_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.count())
+                   .where(J.c.phase == Phase.EXECUTING.value, J.c.service.in_(_SERVICES))
+                   .group_by(J.c.service, J.c.owner))
+_RUNNING_OF = sa.select(sa.func.count()).where(
+    J.c.phase == Phase.EXECUTING.value, J.c.service == sa.bindparam("service"),
+    J.c.owner == sa.bindparam("owner"))
+_candidate = J.alias("candidate")
+_CLAIM = (J.update()
+          .where(J.c.id == (sa.select(_candidate.c.id)
+                            .where(_candidate.c.phase == Phase.QUEUED.value,
+                                   _candidate.c.service == sa.bindparam("of_service"),
+                                   _candidate.c.owner == sa.bindparam("of_owner"))
+                            .order_by(_candidate.c.priority.desc(),
+                                      _candidate.c.creation_time, _candidate.c.id)
+                            .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
+                 J.c.phase == Phase.QUEUED.value)
+          .values(phase=Phase.EXECUTING.value, lease_owner=sa.bindparam("worker"),
+                  lease_expires=sa.bindparam("expires"))
+          .returning(J.c.id, J.c.execution_duration))
 
 
 class RunningQueries:
@@ -27,35 +58,66 @@ class RunningQueries:
             self._changed(job_id)
         return won
 
-    def claim_next(self, worker: str, services: Iterable[str],
-                   lease_seconds: float) -> str | None:
-        """Move the next QUEUED job (priority, then oldest) to EXECUTING for ``worker``.
+    def claim_next(self, worker: str, services: Iterable[str], lease_seconds: float,
+                   running_cap: Callable[[str, str], int] | None = None) -> str | None:
+        """Move the next QUEUED job to EXECUTING for ``worker``; its id, or None.
+
+        Fair across owners: of the owners with queued jobs in ``services``, the
+        one whose best job has the highest priority goes first, then the one
+        running fewest jobs, then the one waiting longest; that owner's next job
+        (priority, then oldest) is claimed.  ``running_cap(service, owner)``
+        (0 = none) bounds the jobs an owner runs at once in a service; an owner
+        at its cap keeps its jobs QUEUED until one of its running jobs ends.
+        """
+        services = list(services)
+        with self.engine.connect() as conn:
+            heads = conn.execute(_QUEUED_OWNERS, {"services": services}).all()
+            if not heads:
+                return None
+            running = dict(((s, o), n) for s, o, n in
+                           conn.execute(_RUNNING_OWNERS, {"services": services}))
+        order = sorted((-priority, running.get((service, owner), 0), oldest, service, owner)
+                       for service, owner, priority, oldest in heads)
+        for _, count, _, service, owner in order:
+            cap = running_cap(service, owner) if running_cap else 0
+            if cap and count >= cap:
+                continue
+            job_id = self._claim_of(worker, service, owner, lease_seconds, cap)
+            if job_id is not None:
+                return job_id
+        return None
+
+    def _claim_of(self, worker: str, service: str, owner: str, lease_seconds: float,
+                  cap: int) -> str | None:
+        """Claim the owner's next queued job in the service, within its running cap.
 
         One UPDATE whose subquery picks the row: SQLite serialises writers, and
         PostgreSQL's ``FOR UPDATE SKIP LOCKED`` sends concurrent claimants to
-        different rows, so every claimant gets a job while any is left, and no
-        job is claimed twice.
+        different rows, so no job is claimed twice.  With a cap, the owner's
+        claims are serialised (as its creations are) and counted after the UPDATE,
+        so concurrent claimants cannot overshoot it.
         """
-        q = J.alias("candidate")
-        pick = (sa.select(q.c.id).where(q.c.phase == Phase.QUEUED.value,
-                                        q.c.service.in_(list(services)))
-                .order_by(q.c.priority.desc(), q.c.creation_time, q.c.id).limit(1)
-                .with_for_update(skip_locked=True).scalar_subquery())
         expires = timeutil.add_seconds(timeutil.now(), lease_seconds)
-        claim = (J.update().where(J.c.id == pick, J.c.phase == Phase.QUEUED.value)
-                 .values(phase=Phase.EXECUTING.value, lease_owner=worker, lease_expires=expires)
-                 .returning(J.c.id, J.c.execution_duration))
-        with self.engine.begin() as conn:
-            row = conn.execute(claim).first()
-            if row is None:
-                return None
-            job_id, duration = row
-            # Read the clock only now that the row is ours: the claim may have
-            # waited for the lock while this very job was being created.
-            now = timeutil.now()
-            deadline = timeutil.add_seconds(now, duration) if duration > 0 else None
-            conn.execute(J.update().where(J.c.id == job_id).values(
-                start_time=now, deadline=deadline))
+        try:
+            with self.engine.begin() as conn:
+                if cap:
+                    self._serialise_owner(conn, service, owner)
+                row = conn.execute(_CLAIM, {"of_service": service, "of_owner": owner,
+                                            "worker": worker, "expires": expires}).first()
+                if row is None:
+                    return None
+                job_id, duration = row
+                if cap and conn.execute(_RUNNING_OF, {"service": service,
+                                                      "owner": owner}).scalar_one() > cap:
+                    raise _OverCap
+                # Read the clock only now that the row is ours: the claim may have
+                # waited for the lock while this very job was being created.
+                now = timeutil.now()
+                deadline = timeutil.add_seconds(now, duration) if duration > 0 else None
+                conn.execute(J.update().where(J.c.id == job_id).values(
+                    start_time=now, deadline=deadline))
+        except _OverCap:
+            return None
         self._changed(job_id)
         return job_id
 

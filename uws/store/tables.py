@@ -1,4 +1,4 @@
-"""The SQL schema: three tables and the indexes the list queries walk."""
+"""The SQL schema: four tables and the indexes the list queries walk."""
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index,
@@ -58,4 +58,12 @@ result = Table(
     Column("path", Text, nullable=False),
     Column("mime_type", String(255), nullable=False),
     Column("size", BigInteger),
+)
+
+# The bytes each job keeps on disk (uploads, results, logs), which owners' storage
+# quotas add up.  A table of its own, so a database made before it gains it at start.
+job_bytes = Table(
+    "uws_job_bytes", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
 )
