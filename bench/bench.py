@@ -112,13 +112,26 @@ def free_port() -> int:
 
 
 class Server:
-    """``python -m uws serve`` in a subprocess; stdout and stderr go to ``log_path``."""
+    """``python -m uws serve`` in a subprocess; stdout and stderr go to ``log_path``.
 
-    def __init__(self, data_dir: Path, log_path: Path):
+    ``users`` (name -> werkzeug password hash) turns on HTTP Basic authentication:
+    the server then reads a config file, ``uws.toml`` beside the log, holding only an
+    ``[auth]`` table, so the demo services still run and still admit anonymous callers.
+    Without it no config file is given at all (the defaults, as before)."""
+
+    def __init__(self, data_dir: Path, log_path: Path, users: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.log_path = log_path
+        self.users = users
         self.proc: subprocess.Popen | None = None
         self.url = ""
+
+    def _config_args(self) -> list[str]:
+        if not self.users:
+            return []
+        path = self.log_path.with_name("uws.toml")
+        path.write_text(auth_toml(self.users))
+        return ["--config", str(path)]
 
     @property
     def db_url(self) -> str:
@@ -132,7 +145,7 @@ class Server:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "uws", "serve", "--host", HOST, "--port", str(port),
-                 "--data-dir", str(self.data_dir)],
+                 "--data-dir", str(self.data_dir)] + self._config_args(),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)     # Ctrl-C reaches us only; we stop it cleanly
         deadline = time.monotonic() + timeout
@@ -162,6 +175,17 @@ class Server:
         except (AttributeError, OSError, ValueError, IndexError):
             return math.nan
 
+    def memory_kib(self, field: str = "VmHWM") -> int | None:
+        """A ``/proc/<pid>/status`` memory field of the server process, in KiB: VmRSS
+        now, VmHWM its peak so far (job processes not included); None when unknown."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        except (AttributeError, OSError, ValueError, IndexError):
+            pass
+        return None
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
@@ -188,6 +212,15 @@ class Server:
             return []
         return [line for line in self._log_bytes().decode(errors="replace").splitlines()
                 if " ERROR " in line or "Traceback" in line or " CRITICAL " in line]
+
+
+def auth_toml(users: dict[str, str]) -> str:
+    """A config file turning on HTTP Basic for ``users``; nothing else in it, so that
+    the demo services run (``[services]`` absent) and admit anonymous callers."""
+    lines = ['[auth]', 'modes = ["basic"]', '', '[auth.users]']
+    # a JSON string of these ASCII names and hashes is a TOML basic string
+    lines += [f"{json.dumps(name)} = {json.dumps(stored)}" for name, stored in users.items()]
+    return "\n".join(lines) + "\n"
 
 
 def busy_cpu_seconds() -> float:
@@ -246,18 +279,22 @@ class HttpClient:
     and never follows redirects.  When the server closes the connection (after a
     ``Connection: close`` answer, or an idle connection it dropped), the next request
     opens a new one; a request that finds its kept-alive connection closed before any
-    answer is sent again once on a new connection.  ``timeout`` is (connect, read)."""
+    answer is sent again once on a new connection.  ``timeout`` is (connect, read);
+    ``source`` is the local address to connect from (default: any)."""
 
-    def __init__(self, base_url: str, timeout: tuple[float, float] = TIMEOUT):
+    def __init__(self, base_url: str, timeout: tuple[float, float] = TIMEOUT,
+                 source: str | None = None):
         parts = urllib.parse.urlsplit(base_url)
         self.netloc = parts.netloc
         self.host, self.port = parts.hostname, parts.port or 80
         self.base_url = f"{parts.scheme}://{parts.netloc}"
         self.timeout = timeout
+        self.source = (source, 0) if source else None
         self.conn: http.client.HTTPConnection | None = None
 
     def _connect(self) -> http.client.HTTPConnection:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout[0])
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout[0],
+                                          source_address=self.source)
         conn.connect()                    # also sets TCP_NODELAY
         conn.sock.settimeout(self.timeout[1])
         self.conn = conn

@@ -1,5 +1,5 @@
 """The hostile mix of bench/load.py: idle connections, clients that never read a
-large file, oversize bodies; all against the server the script started on
+large file, oversize bodies, wrong passwords; all against the server the script started on
 127.0.0.1, bounded in count and time, stopping by themselves at the deadline.
 
 Hostile sockets come from other loopback source addresses (127.0.1.x), as
@@ -8,20 +8,28 @@ would real ones, and the honest clients (127.0.0.1) keep their own share.
 """
 from __future__ import annotations
 
+import base64
 import collections
 import resource
+import secrets
 import socket
 import threading
 import time
 
+from bench import REQUEST_ERRORS, SERVICE, HttpClient
+
 BIG = 24 * 1024 * 1024      # the slow readers' file: over waitress's 16 MiB watermark
 PER_SOURCE = 40             # hostile connections per source address
+GUESSERS_FROM = 12000       # the wrong-password threads' first n: 127.0.1.51 and on
 
 
 class Hostile:
-    def __init__(self, host: str, port: int, idle: int, slow_readers: int, oversize: int):
+    def __init__(self, host: str, port: int, idle: int, slow_readers: int, oversize: int,
+                 wrong_passwords: int = 0, user: str = ""):
         self.host, self.port = host, port
-        self.want = {"idle": idle, "slow": slow_readers, "oversize": oversize}
+        self.want = {"idle": idle, "slow": slow_readers, "oversize": oversize,
+                     "guess": wrong_passwords}
+        self.user = user            # a known name of [auth.users]: its password is guessed
         self.counts: collections.Counter = collections.Counter()
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -36,7 +44,7 @@ class Hostile:
         """Raise our open-file limit; upload the slow readers' file with ``upload(bytes)``,
         which returns the path of its parameter URL."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        needed = self.want["idle"] + self.want["slow"] + 512
+        needed = self.want["idle"] + self.want["slow"] + self.want["guess"] + 512
         if soft < needed:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
         if self.want["slow"]:
@@ -46,9 +54,14 @@ class Hostile:
         for kind, target in (("idle", self._idle), ("slow", self._slow),
                              ("oversize", self._oversize)):
             if self.want[kind]:
-                t = threading.Thread(target=target, args=(deadline,), daemon=True)
-                t.start()
-                self.threads.append(t)
+                self._thread(target, deadline)
+        for i in range(self.want["guess"]):
+            self._thread(self._guess, deadline, i)
+
+    def _thread(self, target, *args) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self.threads.append(t)
 
     def join(self) -> None:
         self.stop.set()
@@ -60,7 +73,16 @@ class Hostile:
         return (f"idle connections opened {c['idle.opened']} (closed by the server "
                 f"{c['idle.closed']}, refused {c['idle.refused']}); slow readers "
                 f"{c['slow.opened']} (closed by the server {c['slow.closed']}); oversize "
-                f"bodies {c['oversize.sent']} ({c['oversize.413']} answered 413)")
+                f"bodies {c['oversize.sent']} ({c['oversize.413']} answered 413)"
+                + (f"; {self.guess_summary()}" if self.want["guess"] else ""))
+
+    def guess_summary(self) -> str:
+        c = self.counts
+        other = ", ".join(f"{k[12:]}: {v}" for k, v in c.items() if k.startswith("guess.other."))
+        return (f"wrong passwords for {self.user!r} from {self.want['guess']} threads: "
+                f"{c['guess.sent']} sent, answered 401 {c['guess.401']}, 429 {c['guess.429']}, "
+                f"503 {c['guess.503']} ({c['guess.no_retry_after']} of the 429/503 without "
+                f"Retry-After), other {other or 0}, connection errors {c['guess.error']}")
 
     # -- the kinds ------------------------------------------------------------------------
 
@@ -68,7 +90,7 @@ class Hostile:
         s = socket.socket()
         if rcvbuf:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        s.bind((f"127.0.1.{1 + n // PER_SOURCE % 250}", 0))
+        s.bind((_source(n), 0))
         s.settimeout(5)
         s.connect((self.host, self.port))
         s.setblocking(False)
@@ -99,6 +121,39 @@ class Hostile:
             for s in held.values():
                 s.close()
 
+    def _guess(self, deadline: float, i: int) -> None:
+        """Send wrong passwords for ``user`` until the deadline, ignoring Retry-After
+        as a guesser would; each thread from its own address, like a botnet, so that
+        the per-user limit meets them rather than only the per-address one."""
+        n = GUESSERS_FROM + i * PER_SOURCE
+        http = HttpClient(f"http://{self.host}:{self.port}/", timeout=(5, 30), source=_source(n))
+        counts: collections.Counter = collections.Counter()
+        try:
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                kinds = self._guess_once(http)
+                counts.update(kinds)
+                counts["guess.sent"] += 1
+                if "guess.error" in kinds:
+                    self.stop.wait(0.1)     # a refused connection: do not spin
+        finally:
+            http.close()
+            with self.lock:
+                self.counts.update(counts)
+
+    def _guess_once(self, http: HttpClient) -> list[str]:
+        """One wrong guess on the honest clients' job list; the counts it adds."""
+        token = base64.b64encode(f"{self.user}:{secrets.token_urlsafe(9)}".encode()).decode()
+        try:
+            r = http.request("GET", f"/{SERVICE}?LAST=1",
+                             headers={"Authorization": "Basic " + token})
+        except REQUEST_ERRORS:
+            return ["guess.error"]
+        if r.status_code not in (401, 429, 503):
+            return [f"guess.other.{r.status_code}"]
+        if r.status_code != 401 and not r.headers.get("Retry-After"):
+            return [f"guess.{r.status_code}", "guess.no_retry_after"]
+        return [f"guess.{r.status_code}"]
+
     def _idle(self, deadline: float) -> None:
         self._hold("idle", deadline, lambda n: self._connect(n))
 
@@ -127,6 +182,11 @@ class Hostile:
                 except OSError:
                     pass
             self.stop.wait(1.0)
+
+
+def _source(n: int) -> str:
+    """The loopback address the n-th hostile connection comes from."""
+    return f"127.0.1.{1 + n // PER_SOURCE % 250}"
 
 
 def _closed(s: socket.socket, drain: bool) -> bool:

@@ -8,9 +8,12 @@ then checks that every job it created is accounted for.  See bench/README.rst.
 
     python bench/load.py [--clients 50] [--seconds 60] [--seed N] [--keep]
                          [--hostile] [--idle N] [--slow-readers N] [--oversize N]
+                         [--wrong-passwords N]
 
 With a hostile mix (bench/hostile.py) running beside the honest clients, it also
-prints the honest clients' p50/p99 latency and error count under that mix.
+prints the honest clients' p50/p99 latency and error count under that mix.  With
+--wrong-passwords the server runs with HTTP Basic authentication on (the honest
+clients stay anonymous) and threads send wrong passwords for its one user.
 
 Exit status: 0 when no answer was 5xx, every request was answered, every answer
 was one the operation allows, and every job is accounted for; 1 otherwise; 130
@@ -19,10 +22,12 @@ when interrupted.
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -41,6 +46,7 @@ WAIT = 2                 # GET {job}?WAIT=...
 MAX_OPS_PER_SECOND = 50  # per client: the count bound of a client's loop (never reached)
 PAGE = 50                # extend=...
 MAX_HOPS = 2             # rel="next" links followed after a first page
+USER = "bench"           # the one [auth.users] name with --wrong-passwords
 ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
 FINISHED = ("COMPLETED", "ERROR", "ABORTED", "ARCHIVED")
 FILTERS = [("PENDING",), ("QUEUED",), ("EXECUTING",), ("COMPLETED",), ("ABORTED",),
@@ -408,8 +414,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="hostile: connections asking for a 24 MiB file, never reading (0)")
     ap.add_argument("--oversize", type=_count, default=0,
                     help="hostile: connections sending oversize bodies, each second (0)")
+    ap.add_argument("--wrong-passwords", type=_count, default=0,
+                    help="hostile: threads sending HTTP Basic credentials of the server's "
+                         f"user {USER!r} with wrong passwords; turns authentication on (0)")
     ap.add_argument("--hostile", action="store_true",
-                    help="the hostile mix: --idle 1500 --slow-readers 100 --oversize 4")
+                    help="the hostile mix: --idle 1500 --slow-readers 100 --oversize 4 "
+                         "--wrong-passwords 50")
     args = ap.parse_args(argv)
     if not 0 < args.seconds <= 3600:
         ap.error("--seconds must be in (0, 3600]")
@@ -417,6 +427,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.idle = args.idle or 1500
         args.slow_readers = args.slow_readers or 100
         args.oversize = args.oversize or 4
+        args.wrong_passwords = args.wrong_passwords or 50
     return args
 
 
@@ -437,6 +448,36 @@ def upload_for(base_url: str):
         r.raise_for_status()
         return "/" + r.headers["Location"].split("/", 3)[3] + "/parameters/FILE"
     return upload
+
+
+def auth_users(wrong_passwords: int) -> tuple[dict[str, str] | None, str]:
+    """The server's ``[auth.users]`` and the right password: only with a
+    wrong-password mix, so that every other run keeps the server's defaults."""
+    if not wrong_passwords:
+        return None, ""
+    from werkzeug.security import generate_password_hash
+    password = secrets.token_urlsafe(16)
+    return {USER: generate_password_hash(password)}, password
+
+
+def check_auth(base_url: str, password: str) -> str | None:
+    """A problem when the right password is not accepted (so the 401s of the mix
+    would not be about the password), else None."""
+    token = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    probe = HttpClient(base_url, timeout=TIMEOUT)
+    try:
+        r = probe.request("GET", base_url + SERVICE + "?LAST=1",
+                          headers={"Authorization": "Basic " + token})
+    finally:
+        probe.close()
+    return None if r.status_code == 200 else f"the right password answered {r.status_code}"
+
+
+def print_memory(start_kib: int | None, peak_kib: int | None) -> None:
+    def mib(kib):
+        return "unknown" if kib is None else f"{kib / 1024:.1f} MiB"
+    print(f"server memory: VmRSS {mib(start_kib)} after start, peak VmHWM {mib(peak_kib)} "
+          "at the end (the server process; job processes not included)")
 
 
 def print_honest(rec: Record, hostile: Hostile) -> None:
@@ -466,16 +507,22 @@ def main(argv=None) -> int:
     print(f"UWS load test: {args.clients} clients, {args.seconds:g} s, seed {seed}; "
           f"{os.cpu_count()} CPUs, load average {load_average()}", flush=True)
     data_dir = Path(tempfile.mkdtemp(prefix="uws-load-")).resolve()
-    server = Server(data_dir / "data", data_dir / "server.log")
+    users, password = auth_users(args.wrong_passwords)
+    server = Server(data_dir / "data", data_dir / "server.log", users=users)
     rec = Record()
     failures: list[str] = []
     result = None
     status = 0
     load = None
     hostile = Hostile("", 0, 0, 0, 0)
+    memory = [None, None]       # the server's VmRSS after start, VmHWM at the end
     try:
         server.start()
-        print(f"server {server.url} data {server.data_dir}", flush=True)
+        memory[0] = server.memory_kib("VmRSS")
+        print(f"server {server.url} data {server.data_dir}"
+              + (f", HTTP Basic on for {USER!r}" if users else ""), flush=True)
+        if users and (problem := check_auth(server.url, password)):
+            failures.append(problem)
         probe = HttpClient(server.url, timeout=TIMEOUT)
         before = probe.request("HEAD", server.url + SERVICE).headers.get("X-Job-Count")
         probe.close()
@@ -483,12 +530,14 @@ def main(argv=None) -> int:
             failures.append(f"the server did not start empty: X-Job-Count {before}")
         load = Load(server.url, args.clients, args.seconds, seed)
         host, port = server.url.split("//")[1].rstrip("/").rsplit(":", 1)
-        hostile = Hostile(host, int(port), args.idle, args.slow_readers, args.oversize)
+        hostile = Hostile(host, int(port), args.idle, args.slow_readers, args.oversize,
+                          args.wrong_passwords, USER)
         if hostile.active:
             hostile.prepare(upload_for(server.url))
             hostile.start(time.monotonic() + args.seconds)
             print(f"hostile mix: {args.idle} idle, {args.slow_readers} slow readers, "
-                  f"{args.oversize} oversize bodies a second", flush=True)
+                  f"{args.oversize} oversize bodies a second, {args.wrong_passwords} "
+                  "wrong-password threads", flush=True)
             time.sleep(2)       # let it take its connections before the honest load
         print(f"\nLoad: {args.clients} clients for {args.seconds:g} s", flush=True)
         load.run()
@@ -499,6 +548,7 @@ def main(argv=None) -> int:
         result = load.account(rec)
         if server.proc is None or server.proc.poll() is not None:
             failures.append("the server exited during the test")
+        memory[1] = server.memory_kib("VmHWM")
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         status = 130
@@ -515,6 +565,7 @@ def main(argv=None) -> int:
               f"[{_statuses(rec.statuses['final.get'])}] and 1 × HEAD for the accounting)")
     if load is not None:
         print_honest(rec, hostile)
+        print_memory(*memory)
     n5xx, unanswered = count_5xx(rec), count_unanswered(rec)
     print(f"\n5xx answers: {n5xx}" + ("" if n5xx == 0 else "   FAIL (must be 0)"))
     print(f"requests without an answer: {unanswered}")
