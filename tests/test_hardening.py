@@ -41,7 +41,7 @@ def test_clients_without_origin_or_referer_are_unaffected(client):
 @pytest.fixture
 def config(tmp_path, db_url):
     cfg = make_config(tmp_path, db_url, executor="none", scheduler=False)
-    cfg.services["sleep"] = dataclasses.replace(cfg.services["sleep"], max_jobs_per_owner=3)
+    cfg.services["sleep"] = dataclasses.replace(cfg.services["sleep"], anonymous_max_jobs=3)
     return cfg
 
 

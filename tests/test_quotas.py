@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from uws.errors import Forbidden
 from uws.jobs import Caller, Control
 from uws.phases import Phase
 from uws.web.app import create_app, shutdown
@@ -163,6 +164,17 @@ def test_anonymous_callers_together_keep_at_most_anonymous_max_jobs(make_app):
     client, api = application.test_client(), application.extensions["uws"]
     assert [client.post("/s").status_code for _ in range(3)] == [303, 303, 403]
     assert api.create("s", [], {}, Control(), ALICE)       # named owners have their own
+
+
+def test_an_identified_owner_keeps_at_most_max_jobs_per_owner(make_app):
+    application = make_app({"s": {"runner": "uws.demo:sleep", "max_jobs_per_owner": 2}},
+                           executor="none")
+    api = application.extensions["uws"]
+    for _ in range(2):
+        api.create("s", [], {}, Control(), ALICE)
+    with pytest.raises(Forbidden, match="2 jobs"):
+        api.create("s", [], {}, Control(), ALICE)
+    api.create("s", [], {}, Control(), BOB)      # each owner has their own
 
 
 def test_an_upload_beyond_the_owners_stored_bytes_answers_403_and_leaves_nothing(
