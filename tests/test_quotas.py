@@ -128,7 +128,7 @@ def test_concurrent_claims_never_take_an_owner_past_its_running_cap(idle_api):
 
 
 def _query(phase):
-    from uws.store import ListQuery
+    from uws.model import ListQuery
     return ListQuery(phases=(phase,))
 
 

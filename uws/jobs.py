@@ -7,10 +7,9 @@ import time
 
 from . import estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
-from .model import Job, Parameter, fits_xml, is_job_id, new_job_id
+from .model import Job, ListQuery, Parameter, fits_xml, is_job_id, new_job_id
 from .phases import Event, Phase
 from .services import ParameterError, Service, collect
-from .store import ListQuery
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,3 +106,13 @@ class JobRef:
     run_id: str | None
     owner: str
     creation_time: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class ListQuery:
+    """Filters of a job list (UWS 1.1 §2.2.2.1) plus our paging."""
+    phases: tuple[Phase, ...] = ()         # empty: every phase but ARCHIVED
+    after: dt.datetime | None = None       # creationTime strictly after
+    limit: int | None = None               # page size / LAST
+    offset: int = 0                        # the start=… extension
+    before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)

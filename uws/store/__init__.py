@@ -1,4 +1,5 @@
 """Storage: the only package that speaks SQL."""
-from .jobs import ListQuery, Store
+from ..model import ListQuery   # where list filters were first defined
+from .jobs import Store
 
 __all__ = ["ListQuery", "Store"]

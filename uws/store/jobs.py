@@ -17,22 +17,12 @@ import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..errors import OverQuota
-from ..model import ErrorSummary, Job, JobRef, Parameter, Result
+from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from ..services import Quota
 from ..phases import Event, Phase
 from .engine import create_schema, make_engine
 from .running import RunningQueries
 from .tables import job as J, job_bytes as B, parameter as P, result as R
-
-
-@dataclasses.dataclass(frozen=True)
-class ListQuery:
-    """Filters of a job list (UWS 1.1 §2.2.2.1) plus our paging."""
-    phases: tuple[Phase, ...] = ()         # empty: every phase but ARCHIVED
-    after: dt.datetime | None = None       # creationTime strictly after
-    limit: int | None = None               # page size / LAST
-    offset: int = 0                        # the start=… extension
-    before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)
 
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)

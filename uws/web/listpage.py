@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from ..errors import BadRequest
 from ..phases import Phase, parse_phase
-from ..store import ListQuery
+from ..model import ListQuery
 from ..timeutil import format_time
 from . import paging
 from .http import query_values

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from ..errors import BadRequest
 from ..model import is_job_id
 from ..phases import parse_phase
-from ..store import ListQuery
+from ..model import ListQuery
 from ..timeutil import parse_time
 from .http import query_value, query_values
 
