@@ -983,12 +983,11 @@ class Waiter:
 
 HELPER = r"""
 import sys, time
-from uws.phases import Event
 from uws.store import Store
 store = Store(sys.argv[1])
 print("ready", flush=True)
 for line in sys.stdin:
-    won = store.transition(line.strip(), Event.ABORT)
+    won = store.mark_aborted(line.strip())
     print(f"{time.time():.6f} {int(won)}", flush=True)
 store.close()
 """

@@ -7,7 +7,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from lxml import etree
 
-from uws.phases import Event
 from uwshelp import ACTIVE, HREF, NS, create, job_id, job_xml, path_of, wait_while
 
 CHILDREN = ["", "/phase", "/executionduration", "/destruction", "/quote", "/owner",
@@ -120,8 +119,8 @@ def test_deleting_one_job_leaves_the_others(client):
 
 def test_archived_job_can_be_deleted(client, api):
     path = create(client)
-    assert api.store.transition(job_id(path), Event.ABORT)
-    assert api.store.transition(job_id(path), Event.ARCHIVE)
+    assert api.store.mark_aborted(job_id(path))
+    assert api.store.archive(job_id(path))
     assert_303_to_the_job_list(client.delete(path))
     assert client.get(path).status_code == 404
     assert client.get("/sleep?PHASE=ARCHIVED").data.count(b"jobref") == 0

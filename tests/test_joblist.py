@@ -8,7 +8,6 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 from lxml import etree
 
-from uws.phases import Event
 from uws.store.tables import job as job_table
 from conftest import make_config
 from uwshelp import HREF, NIL, NS, create_id, path_of
@@ -36,12 +35,12 @@ def listed(client, *pairs) -> list[str]:
 
 
 def abort(api, job_id: str) -> None:
-    assert api.store.transition(job_id, Event.ABORT)
+    assert api.store.mark_aborted(job_id)
 
 
 def archive(api, job_id: str) -> None:
     abort(api, job_id)
-    assert api.store.transition(job_id, Event.ARCHIVE)
+    assert api.store.archive(job_id)
 
 
 def set_creation_time(api, job_id: str, when: dt.datetime) -> None:
@@ -223,8 +222,8 @@ def test_after_is_strict(client, old_and_new):
 
 def test_after_uses_creation_time_not_start_time(client, api, old_and_new):
     old, new = old_and_new
-    assert api.store.transition(old, Event.RUN)
-    assert api.store.transition(old, Event.START)      # startTime is now, long after NEW
+    assert api.store.mark_queued(old)
+    assert api.store.mark_executing(old)      # startTime is now, long after NEW
     assert listed(client, ("AFTER", "2020-01-01T12:00:00Z")) == [new]
 
 

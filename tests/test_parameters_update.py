@@ -9,7 +9,6 @@ import io
 
 import pytest
 
-from uws.phases import Event
 from uwshelp import (ACTIVE, NS, assert_303_to_job, create, job_id, job_xml, path_of,
                      run_to_end, wait_while)
 
@@ -147,7 +146,7 @@ def test_update_after_run_answers_403_and_changes_nothing(idle, how, started):
     path = create(client, MESSAGE="before")
     assert client.post(f"{path}/phase", data={"PHASE": "RUN"}).status_code == 303
     if started == "EXECUTING":
-        assert api.store.transition(job_id(path), Event.START)
+        assert api.store.mark_executing(job_id(path))
     assert update(client, path, how, "MESSAGE", "after").status_code == 403
     assert values_named(client, path, "MESSAGE") == ["before"]
     assert job_xml(client, path).findtext("uws:phase", namespaces=NS) == started

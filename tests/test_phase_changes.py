@@ -6,7 +6,6 @@ import datetime as dt
 
 import pytest
 
-from uws.phases import Event
 from uwshelp import (NIL, NS, assert_303_to_job, create, job_id, job_xml, phase, run_to_end,
                      text, wait_while)
 
@@ -79,7 +78,7 @@ def test_run_on_an_executing_job_is_a_303_no_op(idle):
     client, api = idle
     path = create(client)
     post_phase(client, path, "RUN")
-    assert api.store.transition(job_id(path), Event.START)
+    assert api.store.mark_executing(job_id(path))
     assert_again_is_a_303_no_op(client, path, "RUN", "EXECUTING", "startTime")
 
 
@@ -170,8 +169,8 @@ def test_abort_of_a_failed_job_answers_403(client):
 @pytest.mark.parametrize("value", ["RUN", "ABORT"])
 def test_run_or_abort_of_an_archived_job_answers_403(client, api, value):
     path = create(client)
-    assert api.store.transition(job_id(path), Event.ABORT)
-    assert api.store.transition(job_id(path), Event.ARCHIVE)
+    assert api.store.mark_aborted(job_id(path))
+    assert api.store.archive(job_id(path))
     assert post_phase(client, path, value).status_code == 403
     assert phase(client, path) == "ARCHIVED"
 

@@ -35,7 +35,7 @@ from werkzeug.datastructures import MultiDict
 
 from conftest import ValidatingClient, make_config
 from uws.model import Result
-from uws.phases import Event, Phase
+from uws.phases import Phase
 from uws.timeutil import parse_time
 from uws.web.app import create_app, shutdown
 from uwshelp import NS, path_of
@@ -112,7 +112,7 @@ def _complete_with_traps(client, api, job_id: str, other: str) -> None:
     """Run the job by hand to COMPLETED with a real result and results whose recorded
     paths lead out of the job's directory (what a hostile runner could record)."""
     assert client.post(f"/sleep/{job_id}/phase", data={"PHASE": "RUN"}).status_code == 303
-    assert api.store.transition(job_id, Event.START)
+    assert api.store.mark_executing(job_id)
     files = api.files
     results = files.results_dir(job_id)
     results.mkdir(parents=True, exist_ok=True)
@@ -130,7 +130,7 @@ def _complete_with_traps(client, api, job_id: str, other: str) -> None:
                 Result("link", "link.txt", "text/plain"),
                 Result("dirlink", "dirlink/secret.txt", "text/plain")):
         assert api.store.add_result(job_id, res)
-    assert api.store.transition(job_id, Event.COMPLETE)
+    assert api.store.mark_completed(job_id)
 
 
 # -- every request goes through here --------------------------------------------------------

@@ -11,7 +11,8 @@ import threading
 
 import sqlalchemy as sa
 
-from uws.phases import Event, Phase
+from uws.model import ErrorSummary
+from uws.phases import Phase
 from uws.store.engine import create_schema, make_engine
 from uwshelp import create_id
 
@@ -20,13 +21,13 @@ ROUNDS = 20
 
 def queued(client, api) -> str:
     job_id = create_id(client)
-    assert api.store.transition(job_id, Event.RUN)
+    assert api.store.mark_queued(job_id)
     return job_id
 
 
 def executing(client, api) -> str:
     job_id = queued(client, api)
-    assert api.store.transition(job_id, Event.START)
+    assert api.store.mark_executing(job_id)
     return job_id
 
 
@@ -68,8 +69,8 @@ def test_abort_racing_complete_has_exactly_one_winner(idle):
     client, api = idle
     for _ in range(ROUNDS):
         job_id = executing(client, api)
-        aborted, completed = race(lambda: api.store.transition(job_id, Event.ABORT),
-                                  lambda: api.store.transition(job_id, Event.COMPLETE))
+        aborted, completed = race(lambda: api.store.mark_aborted(job_id),
+                                  lambda: api.store.mark_completed(job_id))
         assert aborted != completed, "both or neither transition won"
         expected = Phase.ABORTED if aborted else Phase.COMPLETED
         assert job(api, job_id).phase is expected
@@ -81,9 +82,8 @@ def test_abort_racing_fail_has_exactly_one_winner(idle):
     for _ in range(ROUNDS):
         job_id = executing(client, api)
         aborted, failed = race(
-            lambda: api.store.transition(job_id, Event.ABORT),
-            lambda: api.store.transition(job_id, Event.FAIL, error_type="fatal",
-                                         error_message="late failure"))
+            lambda: api.store.mark_aborted(job_id),
+            lambda: api.store.mark_failed(job_id, ErrorSummary("fatal", "late failure")))
         assert aborted != failed
         record = job(api, job_id)
         if aborted:
@@ -97,9 +97,9 @@ def test_abort_racing_fail_has_exactly_one_winner(idle):
 def test_late_complete_never_overwrites_aborted(idle):
     client, api = idle
     job_id = executing(client, api)
-    assert api.store.transition(job_id, Event.ABORT)
+    assert api.store.mark_aborted(job_id)
     ended = job(api, job_id).end_time
-    assert api.store.transition(job_id, Event.COMPLETE) is False
+    assert api.store.mark_completed(job_id) is False
     record = job(api, job_id)
     assert record.phase is Phase.ABORTED
     assert record.end_time == ended
@@ -109,9 +109,8 @@ def test_late_complete_never_overwrites_aborted(idle):
 def test_late_fail_never_overwrites_aborted(idle):
     client, api = idle
     job_id = executing(client, api)
-    assert api.store.transition(job_id, Event.ABORT)
-    assert api.store.transition(job_id, Event.FAIL, error_type="fatal",
-                                error_message="too late") is False
+    assert api.store.mark_aborted(job_id)
+    assert api.store.mark_failed(job_id, ErrorSummary("fatal", "too late")) is False
     record = job(api, job_id)
     assert record.phase is Phase.ABORTED
     assert record.error is None
@@ -120,8 +119,8 @@ def test_late_fail_never_overwrites_aborted(idle):
 def test_late_start_never_revives_an_aborted_queued_job(idle):
     client, api = idle
     job_id = queued(client, api)
-    assert api.store.transition(job_id, Event.ABORT)
-    assert api.store.transition(job_id, Event.START) is False
+    assert api.store.mark_aborted(job_id)
+    assert api.store.mark_executing(job_id) is False
     record = job(api, job_id)
     assert record.phase is Phase.ABORTED
     assert record.start_time is None
@@ -134,7 +133,7 @@ def test_abort_over_http_racing_complete_leaves_a_consistent_job(idle):
         response, completed = race(
             lambda: client.application.test_client().post(f"/sleep/{job_id}/phase",
                                                           data={"PHASE": "ABORT"}),
-            lambda: api.store.transition(job_id, Event.COMPLETE))
+            lambda: api.store.mark_completed(job_id))
         if completed:
             assert response.status_code == 403       # ABORT on a COMPLETED job
             assert job(api, job_id).phase is Phase.COMPLETED
@@ -149,7 +148,7 @@ def test_run_from_many_threads_has_exactly_one_winner(idle):
     client, api = idle
     for _ in range(ROUNDS // 2):
         job_id = create_id(client)
-        won = race(*[lambda: api.store.transition(job_id, Event.RUN)] * 8)
+        won = race(*[lambda: api.store.mark_queued(job_id)] * 8)
         assert won.count(True) == 1
         assert job(api, job_id).phase is Phase.QUEUED
 
@@ -160,11 +159,11 @@ def test_abort_racing_run_on_a_pending_job_always_ends_aborted(idle):
     client, api = idle
     for _ in range(ROUNDS):
         job_id = create_id(client)
-        ran, aborted = race(lambda: api.store.transition(job_id, Event.RUN),
-                            lambda: api.store.transition(job_id, Event.ABORT))
+        ran, aborted = race(lambda: api.store.mark_queued(job_id),
+                            lambda: api.store.mark_aborted(job_id))
         assert aborted
         assert job(api, job_id).phase is Phase.ABORTED
-        assert api.store.transition(job_id, Event.RUN) is False
+        assert api.store.mark_queued(job_id) is False
 
 
 def test_run_over_http_from_many_clients_queues_the_job_once(idle):
@@ -219,7 +218,7 @@ def test_claim_next_ignores_jobs_that_are_not_queued(idle):
     client, api = idle
     pending = create_id(client)
     aborted = queued(client, api)
-    assert api.store.transition(aborted, Event.ABORT)
+    assert api.store.mark_aborted(aborted)
     assert api.store.claim_next("worker", ["sleep"], 60) is None
     assert job(api, pending).phase is Phase.PENDING
     assert job(api, aborted).phase is Phase.ABORTED
@@ -247,7 +246,7 @@ def test_claim_next_racing_abort_never_runs_an_aborted_job(idle):
     for _ in range(ROUNDS):
         job_id = queued(client, api)
         claimed, aborted = race(lambda: api.store.claim_next("worker", ["sleep"], 60),
-                                lambda: api.store.transition(job_id, Event.ABORT))
+                                lambda: api.store.mark_aborted(job_id))
         record = job(api, job_id)
         assert aborted, "ABORT is allowed from QUEUED and from EXECUTING"
         assert record.phase is Phase.ABORTED

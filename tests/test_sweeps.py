@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from uws.execution import NullExecutor
-from uws.phases import Event, Phase
+from uws.phases import Phase
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
@@ -28,7 +28,8 @@ def app(tmp_path, db_url):
 
 
 def _sweepers(api, n=4):
-    return [Sweeps(api.config, api.store, api.files, NullExecutor()) for _ in range(n)]
+    return [Sweeps(config=api.config, store=api.store, files=api.files, executor=NullExecutor())
+            for _ in range(n)]
 
 
 def _at_once(calls):
@@ -51,8 +52,14 @@ def _at_once(calls):
 def _expire(api, job_ids):
     past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
     for job_id in job_ids:
-        assert api.store.update_if(job_id, set(api.store.phases_of([job_id]).values()),
-                                   destruction=past)
+        assert api.store.set_destruction(job_id, past)
+
+
+def _overdue(api, job_id, when):
+    """Move an EXECUTING job's deadline (start + execution duration) back to ``when``."""
+    from uws.store.tables import job
+    with api.store.engine.begin() as conn:
+        conn.execute(job.update().where(job.c.id == job_id).values(deadline=when))
 
 
 def _create(client, n):
@@ -71,11 +78,11 @@ def test_concurrent_destruction_sweeps_forget_each_job_once(client, api):
 def test_concurrent_deadline_sweeps_abort_each_overdue_job_once(client, api):
     jobs = _create(client, 10)
     for job_id in jobs:
-        assert api.store.transition(job_id, Event.RUN)
+        assert api.store.mark_queued(job_id)
         assert api.store.claim_next("test-worker", ["sleep"], 60) is not None
     past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
     for job_id in jobs:
-        api.store.update_if(job_id, api.store.phases_of([job_id]).values(), deadline=past)
+        _overdue(api, job_id, past)
     _at_once([s.enforce_deadlines for s in _sweepers(api)])
     assert set(api.store.phases_of(jobs).values()) == {Phase.ABORTED}
     assert "execution duration was exceeded" in client.get(f"/sleep/{jobs[0]}").get_data(
@@ -85,7 +92,7 @@ def test_concurrent_deadline_sweeps_abort_each_overdue_job_once(client, api):
 def test_concurrent_lease_sweeps_fail_each_lost_job_once(client, api):
     jobs = _create(client, 10)
     for job_id in jobs:
-        api.store.transition(job_id, Event.RUN)
+        api.store.mark_queued(job_id)
         api.store.claim_next("gone-host:1:x", ["sleep"], -1)     # a lease already expired
     _at_once([s.recover_lost for s in _sweepers(api)])
     for job_id in jobs:
@@ -98,7 +105,7 @@ def test_a_job_whose_files_cannot_be_removed_stays_for_the_next_sweep(client, ap
                                                                        monkeypatch):
     [job_id] = _create(client, 1)
     _expire(api, [job_id])
-    sweeps = Sweeps(api.config, api.store, api.files, NullExecutor())
+    sweeps = Sweeps(config=api.config, store=api.store, files=api.files, executor=NullExecutor())
     monkeypatch.setattr(api.files, "remove", lambda _job_id: False)     # e.g. EACCES
     sweeps.destroy_expired()
     assert client.get(f"/sleep/{job_id}").status_code == 200

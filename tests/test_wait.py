@@ -16,7 +16,6 @@ import time
 import pytest
 import requests
 
-from uws.phases import Event
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, assert_valid_uws, make_config
@@ -122,7 +121,7 @@ def test_wait_zero_on_pending_job_returns_at_once(client):
 def test_wait_on_held_job_returns_at_once(client, api):
     """HELD is not an active phase (UWS 1.1 §2.2.1.2): no blocking."""
     path = create(client, DURATION="5")
-    assert api.store.transition(path.rsplit("/", 1)[-1], Event.HOLD)
+    assert api.store.mark_held(path.rsplit("/", 1)[-1])
     r, elapsed = timed_get(client, f"{path}?WAIT=30")
     assert r.status_code == 200 and phase_of(r.data) == "HELD"
     assert elapsed < 1.0, f"WAIT on a HELD job blocked {elapsed:.2f} s"
@@ -135,7 +134,7 @@ def test_wait_on_suspended_job_returns_at_once(client, api):
     assert until(lambda: client.get(f"{path}/phase").get_data(as_text=True).strip()
                  == "EXECUTING", 10)
     try:
-        assert api.store.transition(job_id, Event.SUSPEND)
+        assert api.store.mark_suspended(job_id)
         r, elapsed = timed_get(client, f"{path}?WAIT=30")
         assert r.status_code == 200 and phase_of(r.data) == "SUSPENDED"
         assert elapsed < 1.0, f"WAIT on a SUSPENDED job blocked {elapsed:.2f} s"
@@ -275,15 +274,14 @@ def test_wait_returns_when_job_is_deleted_meanwhile(live_server):
 
 @pytest.fixture
 def other_process_abort(db_url):
-    """Run ``Store(db_url).transition(job_id, ABORT)`` in a fresh Python process;
+    """Run ``Store(db_url).mark_aborted(job_id)`` in a fresh Python process;
     returns (won, monotonic times just before the change and right after its commit)."""
     script = textwrap.dedent("""
         import sys, time
         from uws.store import Store
-        from uws.phases import Event
         store = Store(sys.argv[1])
         before = time.monotonic()        # CLOCK_MONOTONIC: one clock for all processes
-        won = store.transition(sys.argv[2], Event.ABORT)
+        won = store.mark_aborted(sys.argv[2])
         committed = time.monotonic()
         print(won, repr(before), repr(committed))
         store.close()
@@ -447,3 +445,24 @@ def test_hundreds_of_waiters_do_not_block_other_requests(big_server):
     assert {phase_of(w.response.content) for w in waiters} == {"ABORTED"}
     slowest = max(w.returned_at for w in waiters) - released
     assert slowest < 5.0, f"the last WAIT returned {slowest:.2f} s after the aborts began"
+
+
+def test_a_failing_phase_read_is_logged_once_a_minute_and_waiters_keep_waiting(caplog):
+    from uws.phases import Phase
+    from uws.waiting import PhaseWatch
+    calls = []
+
+    def broken(ids):
+        calls.append(ids)
+        raise ConnectionError("database gone")
+
+    watch = PhaseWatch(broken, interval=0.01)
+    try:
+        with caplog.at_level("ERROR", logger="uws.waiting"):
+            assert watch.wait("a" * 32, Phase.EXECUTING, 0.3) is False
+        assert len(calls) >= 5     # it kept trying ...
+        logged = [r for r in caplog.records if "waited-for jobs" in r.getMessage()]
+        assert len(logged) == 1    # ... but said so once
+        assert "database gone" in caplog.text
+    finally:
+        watch.stop()

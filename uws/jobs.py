@@ -8,7 +8,8 @@ import time
 from . import estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .model import Job, ListQuery, Parameter, fits_xml, is_job_id, new_job_id
-from .phases import Event, Phase
+from .phases import Phase
+from .ports import Executor, Files, JobStore, Settings, Watch
 from .services import ParameterError, Service, collect
 
 
@@ -24,8 +25,6 @@ class Caller:
 
 
 ANONYMOUS = Caller()
-#: Phases in which the execution duration may still change.
-NOT_STARTED = frozenset({Phase.PENDING, Phase.QUEUED, Phase.HELD})
 
 
 @dataclasses.dataclass
@@ -38,7 +37,13 @@ class Control:
 
 
 class Jobs:
-    def __init__(self, config, store, files, executor, watch):
+    """The use cases of UWS 1.1 §2.2 for one server: each method checks the
+    service, the caller's access and the job's phase, and raises a
+    :mod:`uws.errors` exception (NotFound 404, Forbidden 403, BadRequest 400,
+    TooLarge 413) that the web layer maps to its status."""
+
+    def __init__(self, *, config: Settings, store: JobStore, files: Files, executor: Executor,
+                 watch: Watch):
         self.config = config
         self.store = store
         self.files = files
@@ -49,12 +54,15 @@ class Jobs:
     # -- lookup -------------------------------------------------------------------
 
     def service(self, name: str) -> Service:
+        """The service mounted at ``/name``.  Raises NotFound."""
         try:
             return self.config.services[name]
         except KeyError:
             raise NotFound(f"no service {name!r}") from None
 
     def get(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> Job:
+        """The job, with a fresh quote while it is active.  Raises NotFound (no such
+        service or job), Forbidden (another owner's job)."""
         self.service(service)
         if not is_job_id(job_id):
             raise NotFound(f"no job {job_id!r} in {service!r}")
@@ -94,12 +102,15 @@ class Jobs:
         raise Forbidden(f"job {job_id} belongs to another owner")
 
     def list(self, service: str, q: ListQuery, caller: Caller = ANONYMOUS):
+        """The caller's jobs (an administrator's: everyone's) matching ``q``, newest
+        first; an iterator when unpaged.  Raises NotFound (no such service)."""
         self.service(service)
         if q.limit is None and not q.offset:
             return self.store.iter_jobs(service, caller.scope, q)
         return self.store.list_jobs(service, caller.scope, q)
 
     def count(self, service: str, q: ListQuery, caller: Caller = ANONYMOUS) -> int:
+        """How many jobs :meth:`list` would give.  Raises NotFound."""
         self.service(service)
         return self.store.count_jobs(service, caller.scope, q)
 
@@ -107,6 +118,9 @@ class Jobs:
 
     def create(self, service_name: str, pairs, uploads: dict, control: Control,
                caller: Caller = ANONYMOUS) -> str:
+        """A new PENDING job (QUEUED with ``control.run``); its id.  Raises NotFound
+        (no such service), BadRequest (a parameter or control value), TooLarge (an
+        upload past the limit), Forbidden (the owner's quota); nothing is kept then."""
         service = self.service(service_name)
         try:
             values = collect(service, pairs, uploads, creating=True)
@@ -177,8 +191,10 @@ class Jobs:
     # -- phase changes --------------------------------------------------------------
 
     def run(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        """PHASE=RUN: queue a PENDING or HELD job (a no-op when it already runs).
+        Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
         self._phase(service, job_id, caller)
-        if self.store.transition(job_id, Event.RUN, caller.scope):
+        if self.store.mark_queued(job_id, caller.scope):
             self.executor.submit(job_id)
             return
         phase = self._phase(service, job_id, caller)
@@ -187,8 +203,11 @@ class Jobs:
         raise Forbidden(f"cannot run a job that is {phase.value}")
 
     def abort(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
+        """PHASE=ABORT: end an unfinished job, killing its work (a no-op when it is
+        ABORTED already).  Raises NotFound, Forbidden (another owner's job, or one
+        that has finished otherwise)."""
         self._phase(service, job_id, caller)
-        if self.store.transition(job_id, Event.ABORT, caller.scope):
+        if self.store.mark_aborted(job_id, caller.scope):
             self.executor.abort(job_id)
             return
         phase = self._phase(service, job_id, caller)
@@ -198,7 +217,8 @@ class Jobs:
 
     def delete(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
         """Forget the job.  Work still running is killed: here at once, and in any
-        other process by its executor's monitor, which sees the job gone."""
+        other process by its executor's monitor, which sees the job gone.  Raises
+        NotFound, Forbidden (another owner's job)."""
         self.service(service)
         if not (is_job_id(job_id) and self.store.delete_job(job_id, service, caller.scope)):
             self._missing(service, job_id)
@@ -209,18 +229,23 @@ class Jobs:
 
     def set_execution_duration(self, service: str, job_id: str, text: str,
                                caller: Caller = ANONYMOUS) -> None:
+        """Set the execution duration (clamped to the service's maximum) before the
+        job starts.  Raises NotFound, BadRequest (not a number of seconds), Forbidden
+        (another owner's job, or one that has started)."""
         self._phase(service, job_id, caller)
         seconds = self.service(service).clamp_duration(parse_duration(text))
-        if not self.store.update_if(job_id, NOT_STARTED, execution_duration=seconds):
+        if not self.store.set_execution_duration(job_id, seconds):
             phase = self._phase(service, job_id, caller)
             raise Forbidden(f"cannot change the execution duration of a job that is {phase.value}")
 
     def set_destruction(self, service: str, job_id: str, text: str,
                         caller: Caller = ANONYMOUS) -> None:
+        """Set the destruction time (no later than the service allows).  Raises
+        NotFound, BadRequest (not an ISO 8601 time, or in the past), Forbidden
+        (another owner's job, or an archived one)."""
         job = self.get(service, job_id, caller)
         when = self._granted_destruction(self.service(service), job, text)
-        alive = set(Phase) - {Phase.ARCHIVED}
-        if not self.store.update_if(job_id, alive, destruction=when):
+        if not self.store.set_destruction(job_id, when):
             raise Forbidden("cannot change the destruction time of an archived job")
 
     def _granted_destruction(self, service: Service, job: Job, text: str):
@@ -237,7 +262,9 @@ class Jobs:
     def update_parameters(self, service_name: str, job_id: str, pairs, uploads: dict,
                           caller: Caller = ANONYMOUS, run_id: str | None = None) -> None:
         """Replace (or, for multi-valued names, add) parameters while PENDING;
-        RUNID may change with them (taplint does this)."""
+        RUNID may change with them (taplint does this).  Raises NotFound,
+        BadRequest, TooLarge, Forbidden (another owner's job, one no longer
+        PENDING, or an upload past the owner's bytes quota)."""
         service = self.service(service_name)
         phase = self._phase(service_name, job_id, caller)
         if phase is not Phase.PENDING:
@@ -268,6 +295,9 @@ class Jobs:
 
     def wait(self, service: str, job_id: str, seconds: int, phase: Phase | None,
              caller: Caller = ANONYMOUS) -> Job:
+        """The job once it has left ``phase`` (by default its current active phase),
+        or after ``seconds`` (capped by ``wait_max``); at once when it is finished.
+        Raises NotFound, Forbidden."""
         job = self.get(service, job_id, caller)
         if job.phase not in phases.ACTIVE or (phase is not None and job.phase is not phase):
             return job

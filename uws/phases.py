@@ -33,6 +33,8 @@ ACTIVE = frozenset({P.PENDING, P.QUEUED, P.EXECUTING})
 #: Phases a job never leaves except by archiving or destruction.
 TERMINAL = frozenset({P.COMPLETED, P.ERROR, P.ABORTED})
 FINISHED = TERMINAL | {P.ARCHIVED}
+#: Phases in which the execution duration may still change.
+NOT_STARTED = frozenset({P.PENDING, P.QUEUED, P.HELD})
 
 
 class Event(str, enum.Enum):

@@ -13,13 +13,14 @@ import socket
 from . import timeutil
 from .execution import lost
 from .execution.strays import kill_strays
-from .phases import Event
+from .model import ErrorSummary
+from .ports import Executor, Files, RunStore, Settings
 
 log = logging.getLogger(__name__)
 
 
 class Sweeps:
-    def __init__(self, config, store, files, executor):
+    def __init__(self, *, config: Settings, store: RunStore, files: Files, executor: Executor):
         self.config = config
         self.store = store
         self.files = files
@@ -28,8 +29,8 @@ class Sweeps:
     def enforce_deadlines(self) -> None:
         """Abort EXECUTING jobs past their execution duration (UWS 1.1 §2.1.4)."""
         for job_id in self.store.overdue_ids(timeutil.now()):
-            if self.store.transition(job_id, Event.ABORT, error_type="transient",
-                                     error_message="the execution duration was exceeded"):
+            if self.store.mark_aborted(job_id, reason=ErrorSummary(
+                    "transient", "the execution duration was exceeded")):
                 self.executor.abort(job_id)
 
     def destroy_expired(self) -> None:
@@ -58,8 +59,8 @@ class Sweeps:
     def _cut_short(self, job_id: str) -> None:
         """End a job still pending or running at its destruction time, saying why
         (an archived job keeps the reason)."""
-        if self.store.transition(job_id, Event.ABORT, error_type="transient",
-                                 error_message="the job reached its destruction time"):
+        if self.store.mark_aborted(job_id, reason=ErrorSummary(
+                "transient", "the job reached its destruction time")):
             self.executor.abort(job_id)
 
     def recover_lost(self) -> None:

@@ -22,8 +22,11 @@ import time
 import uuid
 from pathlib import Path
 
+from .. import timing
 from ..files import make_private_dir
-from ..phases import Event, Phase
+from ..model import ErrorSummary
+from ..phases import Phase
+from ..ports import Files, RunStore, Settings
 from . import cgroups, lost
 from .base import Executor
 from .child import REPORT_FD_ENV
@@ -31,12 +34,6 @@ from .reports import ReportReader
 from .strays import kill_strays
 
 log = logging.getLogger(__name__)
-LEASE_SECONDS = 30.0
-MONITOR_SECONDS = 0.2
-USAGE_SECONDS = 1.0         # how often running jobs' files are measured
-POLL_SECONDS = 1.0          # also pick up jobs queued by other processes
-KILL_GRACE_SECONDS = 0.3
-SUPERVISOR_GRACE_SECONDS = 5.0
 
 
 def worker_name() -> str:
@@ -52,7 +49,7 @@ class Running:
 
 
 class ProcessExecutor(Executor):
-    def __init__(self, config, store, files, slots: int):
+    def __init__(self, *, config: Settings, store: RunStore, files: Files, slots: int):
         self.config = config
         self.store = store
         self.files = files
@@ -113,7 +110,7 @@ class ProcessExecutor(Executor):
             with self._wake:
                 seen = self._submitted
             try:
-                job_id = self.store.claim_next(self.worker_id, services, LEASE_SECONDS,
+                job_id = self.store.claim_next(self.worker_id, services, timing.LEASE,
                                                self._running_cap)
             except Exception:
                 log.exception("cannot claim a job")
@@ -123,34 +120,34 @@ class ProcessExecutor(Executor):
                     # A submit during the claim (its job committed too late for it)
                     # means claim again now rather than after a whole poll interval.
                     if self._submitted == seen and not self._stopping.is_set():
-                        self._wake.wait(POLL_SECONDS)
+                        self._wake.wait(timing.QUEUE_POLL)
                 continue
             try:
                 self._execute(job_id)
             except Exception:
                 log.exception("job %s: executor failure", job_id)
-                self.store.transition(job_id, Event.FAIL, error_type="transient",
-                                      error_message="the executor failed to run the job")
+                self.store.mark_failed(job_id, ErrorSummary(
+                    "transient", "the executor failed to run the job"))
 
     def _running_cap(self, service: str, owner: str) -> int:
         return self.config.services[service].quota(owner).running
 
     def _monitor_loop(self) -> None:
         last_renewal = last_measure = time.monotonic()
-        while not self._stopping.wait(MONITOR_SECONDS):
+        while not self._stopping.wait(timing.MONITOR):
             try:
                 ids = self.running_ids
                 if not ids:
                     continue
-                if time.monotonic() - last_measure > USAGE_SECONDS:
+                if time.monotonic() - last_measure > timing.USAGE_CHECK:
                     self._stop_oversize(ids)
                     last_measure = time.monotonic()
                 current = self.store.phases_of(ids)
                 for job_id in ids:
                     if current.get(job_id) is not Phase.EXECUTING:
                         self.abort(job_id)
-                if time.monotonic() - last_renewal > LEASE_SECONDS / 3:
-                    self.store.renew_leases(self.worker_id, ids, LEASE_SECONDS)
+                if time.monotonic() - last_renewal > timing.LEASE / 3:
+                    self.store.renew_leases(self.worker_id, ids, timing.LEASE)
                     last_renewal = time.monotonic()
             except Exception:
                 log.exception("monitor pass failed")
@@ -163,8 +160,7 @@ class ProcessExecutor(Executor):
             excess = service and self._excess(job_id, service)
             if excess:
                 log.warning("job %s: %s; stopping it", job_id, excess)
-                self.store.transition(job_id, Event.FAIL, error_type="fatal",
-                                      error_message=excess)
+                self.store.mark_failed(job_id, ErrorSummary("fatal", excess))
 
     def _excess(self, job_id: str, service) -> str | None:
         """Why the job's files are over its service's limits; None when they are not."""
@@ -202,7 +198,7 @@ class ProcessExecutor(Executor):
         try:
             task = _task(job, service, self.files, self.config.max_upload_bytes)
             _send_task(process, task)
-            reader = ReportReader(job_id, self.store, self.files, service)
+            reader = ReportReader(job_id, store=self.store, files=self.files, service=service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
@@ -256,11 +252,11 @@ class ProcessExecutor(Executor):
                 return      # aborted, out of time, destroyed or oversize: phase already set
             message = self._excess(job_id, service) or _failure(code, reader)
             if message is None:
-                self.store.transition(job_id, Event.COMPLETE, progress=100.0)
+                self.store.mark_completed(job_id)
             else:
                 stderr = self.files.job_dir(job_id) / "stderr.log"
-                self.store.transition(job_id, Event.FAIL, error_type="fatal",
-                                      error_message=message, error_detail=_tail(stderr) or None)
+                self.store.mark_failed(job_id, ErrorSummary("fatal", message,
+                                                            _tail(stderr) or None))
         finally:
             self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
 
@@ -272,7 +268,7 @@ class ProcessExecutor(Executor):
         pgid = running.process.pid
         # Without a cgroup the supervisor's own sweep is what finds descendants that
         # left the group: let it finish (it takes milliseconds but for a fork storm).
-        grace = KILL_GRACE_SECONDS if self.cgroups is not None else SUPERVISOR_GRACE_SECONDS
+        grace = timing.KILL_GRACE if self.cgroups is not None else timing.SUPERVISOR_GRACE
         try:
             os.killpg(pgid, signal.SIGTERM)
             running.process.wait(grace)

@@ -152,19 +152,49 @@ class Store(RunningQueries):
 
     # -- changes ----------------------------------------------------------------
 
-    def transition(self, job_id: str, event: Event, owner: str | None = None,
-                   **fields) -> bool:
-        """Apply ``event`` if the job's phase allows it; True if this call won."""
-        to = phases.target(event)
-        values = {"phase": to.value, **fields}
-        now = timeutil.now()
-        if to is Phase.EXECUTING and "start_time" not in fields:
-            values["start_time"] = now
-        if to in phases.TERMINAL:
-            values.setdefault("end_time", now)
-            values.setdefault("lease_owner", None)
-            values.setdefault("lease_expires", None)
-            values.setdefault("deadline", None)
+    # -- phase changes: one method per event of the table in uws.phases -----------
+    # Each sets exactly the fields it names, in the same conditional UPDATE that
+    # checks the job is in one of the event's source phases; True if this call won.
+
+    def mark_queued(self, job_id: str, owner: str | None = None) -> bool:
+        """PENDING or HELD -> QUEUED (a client's PHASE=RUN)."""
+        return self._apply(job_id, Event.RUN, {}, owner)
+
+    def mark_executing(self, job_id: str) -> bool:
+        """QUEUED -> EXECUTING, started now (executors use :meth:`claim_next`)."""
+        return self._apply(job_id, Event.START, {"start_time": timeutil.now()})
+
+    def mark_completed(self, job_id: str) -> bool:
+        """EXECUTING -> COMPLETED, at 100 percent."""
+        return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0})
+
+    def mark_failed(self, job_id: str, error: ErrorSummary) -> bool:
+        """Not yet finished -> ERROR, with its error summary."""
+        return self._apply(job_id, Event.FAIL, {**_ended(), **_error_fields(error)})
+
+    def mark_aborted(self, job_id: str, owner: str | None = None,
+                     reason: ErrorSummary | None = None) -> bool:
+        """Not yet finished -> ABORTED; ``reason`` when the system aborted it
+        (execution duration exceeded, destruction time reached)."""
+        fields = {**_ended(), **(_error_fields(reason) if reason else {})}
+        return self._apply(job_id, Event.ABORT, fields, owner)
+
+    def mark_held(self, job_id: str) -> bool:
+        """PENDING or QUEUED -> HELD."""
+        return self._apply(job_id, Event.HOLD, {})
+
+    def mark_suspended(self, job_id: str) -> bool:
+        """EXECUTING -> SUSPENDED."""
+        return self._apply(job_id, Event.SUSPEND, {})
+
+    def requeue(self, job_id: str) -> bool:
+        """EXECUTING -> QUEUED again (its worker was lost), as if never started."""
+        return self._apply(job_id, Event.REQUEUE, {
+            "start_time": None, "progress": None, "progress_message": None,
+            "lease_owner": None, "lease_expires": None, "deadline": None})
+
+    def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None) -> bool:
+        values = {"phase": phases.target(event).value, **fields}
         stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
         with self.engine.begin() as conn:
             won = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).rowcount == 1
@@ -172,8 +202,21 @@ class Store(RunningQueries):
             self._changed(job_id)
         return won
 
-    def update_if(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
-        """Set plain fields while the job is in one of ``in_phases``."""
+    # -- other properties, each while the phase allows it ---------------------------
+
+    def set_execution_duration(self, job_id: str, seconds: int) -> bool:
+        """While the job has not started; False otherwise."""
+        return self._set_while(job_id, phases.NOT_STARTED, execution_duration=seconds)
+
+    def set_destruction(self, job_id: str, when: dt.datetime) -> bool:
+        """While the job is not archived; False otherwise."""
+        return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
+
+    def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
+        """While the job is EXECUTING (a late report of a finished job is dropped)."""
+        self._set_while(job_id, {Phase.EXECUTING}, progress=percent, progress_message=message)
+
+    def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
         stmt = (J.update().where(J.c.id == job_id,
                                  J.c.phase.in_([p.value for p in in_phases]))
                 .values(**fields))
@@ -234,9 +277,6 @@ class Store(RunningQueries):
             conn.execute(R.insert().values(job_id=job_id, id=res.id, seq=seq, path=res.path,
                                            mime_type=res.mime_type, size=res.size))
         return True
-
-    def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
-        self.update_if(job_id, [Phase.EXECUTING], progress=percent, progress_message=message)
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
@@ -323,6 +363,17 @@ def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
                              J.c.phase.in_([p.value for p in phases.sources(event)]))
             .values({c: sa.bindparam(c) for c in columns}))
     return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
+
+
+def _ended() -> dict:
+    """The fields of a job that has stopped running: its end, and no lease left."""
+    return {"end_time": timeutil.now(), "lease_owner": None, "lease_expires": None,
+            "deadline": None}
+
+
+def _error_fields(error: ErrorSummary) -> dict:
+    return {"error_type": error.type, "error_message": error.message,
+            "error_detail": error.detail}
 
 
 def _job_row(job: Job) -> dict:
