@@ -9,6 +9,7 @@ import time
 import pytest
 from lxml import etree
 
+from uws import timing
 from uws.execution.strays import job_pids
 from uws.web.app import create_app, shutdown
 
@@ -378,12 +379,13 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll()
                 return None
             return "job" if self.calls == 2 else None
 
-    executor = process.ProcessExecutor(types.SimpleNamespace(services={}), Store(), None, 1)
+    executor = process.ProcessExecutor(config=types.SimpleNamespace(services={}), store=Store(),
+                                       files=None, slots=1)
     executor._execute = lambda job_id: taken.set()
     worker = threading.Thread(target=executor._work_loop, daemon=True)
     worker.start()
     try:
-        assert taken.wait(process.POLL_SECONDS / 2)
+        assert taken.wait(timing.QUEUE_POLL / 2)
     finally:
         executor._stopping.set()
         with executor._wake:

@@ -289,7 +289,7 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
     left = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         assert api.executor.cgroups.enter(job_id, left.pid)
-        Sweeps(config, api.store, api.files, api.executor)._recover(job_id, "escape")
+        Sweeps(config=config, store=api.store, files=api.files, executor=api.executor)._recover(job_id, "escape")
         left.wait(5)
         assert not api.executor.cgroups.path(job_id).exists()
     finally:

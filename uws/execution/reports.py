@@ -9,16 +9,18 @@ import select
 import time
 from typing import Callable
 
+from .. import timing
 from ..errors import NotFound
 from ..model import Result, valid_mime_type, valid_result_id
+from ..ports import Files, RunStore
+from ..services import Service
 
 log = logging.getLogger(__name__)
-PROGRESS_INTERVAL = 0.2     # seconds between progress writes of one job
 MAX_LINE = 4096
 
 
 class ReportReader:
-    def __init__(self, job_id: str, store, files, service):
+    def __init__(self, job_id: str, *, store: RunStore, files: Files, service: Service):
         self.job_id = job_id
         self.store = store
         self.files = files
@@ -42,7 +44,7 @@ class ReportReader:
         poller.register(fd, select.POLLIN)
         try:
             while True:
-                ready = poller.poll(PROGRESS_INTERVAL * 1000)
+                ready = poller.poll(timing.PROGRESS_WRITE * 1000)
                 if ready and not lines.feed(_read(fd)):
                     return False                # every writer closed it
                 if not ready:
@@ -72,7 +74,7 @@ class ReportReader:
         except ValueError:
             return
         self._pending = (percent, message[:500])
-        if time.monotonic() - self._last_write >= PROGRESS_INTERVAL:
+        if time.monotonic() - self._last_write >= timing.PROGRESS_WRITE:
             self._flush_progress()
 
     def _flush_progress(self) -> None:

@@ -58,7 +58,7 @@ def create_app(config=None) -> Flask:
 
 def _start_background(app: Flask, cfg: config_mod.Config) -> None:
     api = app.extensions["uws"]
-    sweeps = Sweeps(cfg, api.store, api.files, api.executor)
+    sweeps = Sweeps(config=cfg, store=api.store, files=api.files, executor=api.executor)
     sweeps.recover_dead_local_workers()     # before taking new work
     api.executor.start()
     if cfg.scheduler:
@@ -83,10 +83,10 @@ def _build(cfg: config_mod.Config) -> Jobs:
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
     store.listeners.append(watch.notify)
     if cfg.executor == "local":
-        executor = ProcessExecutor(cfg, store, files, cfg.slots)
+        executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
     else:
         executor = NullExecutor()
-    return Jobs(cfg, store, files, executor, watch)
+    return Jobs(config=cfg, store=store, files=files, executor=executor, watch=watch)
 
 
 def shutdown(app: Flask) -> None:

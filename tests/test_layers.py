@@ -1,0 +1,22 @@
+"""The layering the code relies on: the domain and the use cases know nothing of
+HTTP or SQL, so they can be used and tested without either."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services",
+                        "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
+                        "uws.waiting", "uws.ports"]
+
+
+@pytest.mark.parametrize("framework", ["sqlalchemy", "flask"])
+def test_importing_the_domain_and_the_use_cases_loads_no(framework):
+    program = (f"import sys\nimport {', '.join(DOMAIN_AND_USE_CASES)}\n"
+               f"print(sorted(m for m in sys.modules if m.split('.')[0] == {framework!r}))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
