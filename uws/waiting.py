@@ -8,10 +8,16 @@ seconds.  So the cost is one small query per interval however many wait.
 """
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import defaultdict
 
+from . import timing
 from .phases import Phase
+
+log = logging.getLogger(__name__)
+ERROR_LOG_INTERVAL = 60.0   # seconds between two logged failures of the poller
 
 
 class _Waiter:
@@ -23,7 +29,7 @@ class _Waiter:
 
 
 class PhaseWatch:
-    def __init__(self, phases_of, interval: float = 0.05, limit: int = 1000):
+    def __init__(self, phases_of, interval: float = timing.WAIT_POLL, limit: int = 1000):
         self._phases_of = phases_of      # callable: ids -> {id: Phase}
         self._interval = interval
         self._limit = limit
@@ -32,6 +38,7 @@ class PhaseWatch:
         self._count = 0
         self._wake_poller = threading.Condition(self._lock)
         self._stopped = False
+        self._last_error_log = -ERROR_LOG_INTERVAL
         self._thread = threading.Thread(target=self._poll, name="uws-wait-poller", daemon=True)
         self._thread.start()
 
@@ -92,6 +99,10 @@ class PhaseWatch:
         try:
             current = self._phases_of(watched)
         except Exception:       # the database may be briefly unavailable; retry next tick
+            now = time.monotonic()
+            if now - self._last_error_log >= ERROR_LOG_INTERVAL:    # not 20 lines a second
+                self._last_error_log = now
+                log.exception("cannot read the phases of waited-for jobs; retrying")
             return
         for job_id, waiters in watched.items():
             phase = current.get(job_id)     # None: the job was deleted

@@ -1,0 +1,36 @@
+"""Every timing constant of the server, in seconds, with what it bounds.
+
+Kept in one place so that their relations stay visible: a lease outlives
+several renewals, and the sweeps run well within the delays UWS clients see.
+"""
+
+# -- the sweeps (uws.scheduler) ------------------------------------------------------
+#: how often EXECUTING jobs past their execution duration are looked for: an
+#: exceeded duration ends the job at most this late
+DEADLINE_SWEEP = 0.25
+#: how often jobs past their destruction time are looked for
+DESTRUCTION_SWEEP = 0.5
+#: how often expired leases (jobs whose worker died) are looked for
+LOST_LEASE_SWEEP = 5.0
+
+# -- the local executor (uws.execution.process) -------------------------------------
+#: how long a worker's claim on a running job lasts without renewal; renewed every
+#: third of it, so a worker alive but slow for that long is not taken for dead
+LEASE = 30.0
+#: how often running jobs are checked for ABORT, deletion or destruction by another
+#: process: ABORT ends a job within this (plus the kill grace)
+MONITOR = 0.2
+#: how often running jobs' files are measured against their size limits
+USAGE_CHECK = 1.0
+#: how long an idle executor waits before looking for jobs queued by other processes
+QUEUE_POLL = 1.0
+#: after TERM, how long a job's process group has before KILL (with a cgroup)
+KILL_GRACE = 0.3
+#: the same without a cgroup: the job's supervisor sweeps its descendants first
+SUPERVISOR_GRACE = 5.0
+#: least time between two progress writes of one job to the store
+PROGRESS_WRITE = 0.2
+
+# -- blocking GETs (uws.waiting) -------------------------------------------------------
+#: how often the phases of waited-for jobs are read, for changes made by other processes
+WAIT_POLL = 0.05
