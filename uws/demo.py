@@ -4,8 +4,10 @@ from __future__ import annotations
 import hashlib
 import time
 
+from .runner import Context
 
-def sleep(params: dict, ctx) -> None:
+
+def sleep(params: dict, ctx: Context) -> None:
     """Sleep DURATION seconds, reporting progress; ABORT kills the process."""
     duration = params["DURATION"]
     step = 0.1
@@ -19,7 +21,7 @@ def sleep(params: dict, ctx) -> None:
     ctx.add_result("result", "result.txt", "text/plain")
 
 
-def checksum(params: dict, ctx) -> None:
+def checksum(params: dict, ctx: Context) -> None:
     """Digest FILE: an upload, or a URL fetched by ``ctx.open_parameter``, which
     refuses internal addresses (loopback, private, ...) unless allow-listed."""
     algorithm = params["ALGORITHM"]

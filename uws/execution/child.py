@@ -41,7 +41,8 @@ class Reporter:
 
 
 class ChildContext:
-    """What a Python runner receives besides its parameters."""
+    """What a Python runner receives besides its parameters: the server's
+    :class:`uws.runner.Context` (documented there)."""
 
     def __init__(self, task: dict, reporter: Reporter):
         from pathlib import Path
@@ -63,14 +64,9 @@ class ChildContext:
         ValueError at once, in the runner, for what the job could not show: a name
         with spaces, slashes or control characters, a file name with spaces, or a
         MIME type that is not ``type/subtype[; parameters]``."""
-        from ..model import valid_mime_type, valid_result_id
+        from ..runner import check_result
         filename = filename or name
-        if not valid_result_id(name):
-            raise ValueError(f"result name {name!r}: no spaces, slashes or control characters")
-        if any(c.isspace() for c in filename):
-            raise ValueError(f"result file {filename!r}: no spaces")
-        if mime_type and not valid_mime_type(mime_type):
-            raise ValueError(f"result MIME type {mime_type!r}: not type/subtype[; parameters]")
+        check_result(name, filename, mime_type)
         self._reporter.send("result", name, filename, mime_type or "")
 
     def upload_path(self, name: str):
