@@ -7,6 +7,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Callable
 
 
 def main(argv=None) -> int:
@@ -60,13 +61,14 @@ class DeferredApp:
     """The WSGI app, built once the server holds its port."""
 
     def __init__(self):
-        self.app = None
+        self.app: Callable | None = None
 
     def build(self, cfg) -> None:
         from .web.app import create_app
         self.app = create_app(cfg)
 
     def __call__(self, environ, start_response):
+        assert self.app is not None, "served before it was built"
         return self.app(environ, start_response)
 
 

@@ -47,10 +47,11 @@ MIN_PROGRESS = 1.0
 def remaining_seconds(job: Job, now: dt.datetime) -> float | None:
     """Extrapolated from progress so far, never past the execution-duration
     deadline (the job is stopped there); None until enough progress is reported."""
-    elapsed = elapsed_seconds(job, now)
-    if job.phase is not Phase.EXECUTING or elapsed is None or (job.progress or 0) < MIN_PROGRESS:
+    elapsed, progress = elapsed_seconds(job, now), job.progress
+    if job.phase is not Phase.EXECUTING or elapsed is None or progress is None \
+            or progress < MIN_PROGRESS:
         return None
-    remaining = elapsed * (100.0 - job.progress) / job.progress
+    remaining = elapsed * (100.0 - progress) / progress
     if job.execution_duration:
         remaining = min(remaining, max(0.0, job.execution_duration - elapsed))
     return remaining

@@ -134,7 +134,7 @@ def tree_bytes(path: Path) -> int:
                     except OSError:
                         continue        # removed while we looked
                     if stat.S_ISDIR(info.st_mode):
-                        pending.append(entry.path)
+                        pending.append(Path(entry.path))
                     else:
                         total += max(info.st_size, info.st_blocks * 512)
         except OSError:

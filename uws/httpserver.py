@@ -116,6 +116,9 @@ class Busy(Error):
 class Parser(HTTPRequestParser):
     """waitress's request parser, holding a share of the body budget."""
 
+    completed: bool
+    error: Error | None
+
     def __init__(self, adj, budget: BodyBudget | None = None, address: str = ""):
         super().__init__(adj)
         self.budget = budget
@@ -144,7 +147,7 @@ class Parser(HTTPRequestParser):
     def release(self) -> None:
         """Give the reserved bytes back (once, from whichever thread comes first)."""
         held, self.held = self.held, 0
-        if held:
+        if held and self.budget is not None:
             self.budget.give(self.address, held)
 
     def close(self):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import NoReturn
 
 from . import estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
@@ -94,7 +95,7 @@ class Jobs:
             self._missing(service, job_id)
         return phase
 
-    def _missing(self, service: str, job_id: str):
+    def _missing(self, service: str, job_id: str) -> NoReturn:
         if not is_job_id(job_id):
             raise NotFound(f"no job {job_id!r} in {service!r}")
         if self.store.owner_of(job_id, service) is None:

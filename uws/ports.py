@@ -72,10 +72,14 @@ class RunStore(JobStore, Protocol):
 
 
 class Usage(Protocol):
-    uploads: int
-    written: int
-    logs: int
+    """Bytes on disk of one job's directory (:class:`uws.files.Usage`)."""
 
+    @property
+    def uploads(self) -> int: ...
+    @property
+    def written(self) -> int: ...
+    @property
+    def logs(self) -> int: ...
     @property
     def total(self) -> int: ...
 

@@ -71,6 +71,7 @@ def value_of(field: dataclasses.Field, raw, where: str, owner):
 def parse_text(field: dataclasses.Field, text: str, where: str, owner, true_words, false_words):
     """The value of ``field`` from text (an environment variable)."""
     kind = _hints(owner)[field.name]
+    raw: object
     try:
         if kind is int:
             raw = int(text.strip())

@@ -92,9 +92,9 @@ def _addresses(host: str, port: int, url: str, checked: bool) -> list[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         raise _unreachable(url) from None
-    found = []
+    found: list[str] = []
     for *_, sockaddr in infos:
-        address = sockaddr[0]
+        address = str(sockaddr[0])
         if checked and not public(address):
             raise _unreachable(url)     # refuse the name if any answer is internal
         if address not in found:

@@ -156,7 +156,7 @@ class ProcessExecutor(Executor):
         """End in ERROR the running jobs that wrote more than their service allows
         (the pass below then kills them, as it does aborted ones)."""
         for job_id in ids:
-            service = self.config.services.get(self.store.service_of(job_id))
+            service = self.config.services.get(self.store.service_of(job_id) or "")
             excess = service and self._excess(job_id, service)
             if excess:
                 log.warning("job %s: %s; stopping it", job_id, excess)
@@ -178,7 +178,7 @@ class ProcessExecutor(Executor):
     def _execute(self, job_id: str) -> None:
         service_name = self.store.service_of(job_id)
         job = self.store.get_job(job_id, service_name, None) if service_name else None
-        if job is None:
+        if job is None or service_name is None:
             return
         service = self.config.services[service_name]
         try:
@@ -370,6 +370,7 @@ def _task(job, service, files, max_bytes: int) -> dict:
 
 def _send_task(process: subprocess.Popen, task: dict) -> None:
     try:
+        assert process.stdin is not None        # started with stdin=PIPE
         process.stdin.write(json.dumps(task).encode())
         process.stdin.close()
     except BrokenPipeError:

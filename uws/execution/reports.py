@@ -129,7 +129,7 @@ def guessed_type(filename: str) -> str:
 
 def _read(fd: int) -> bytes | None:
     """All that is waiting in the channel: b"" at its end, None if nothing is."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         try:
             chunk = os.read(fd, 1 << 16)

@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 
@@ -346,8 +346,8 @@ def _list_statement(scoped: bool, phases: bool, after: bool, before: bool, limit
     return stmt
 
 
-def _list_params(service: str, owner: str | None, q: ListQuery) -> dict:
-    params = {"service": service, "owner": owner, "limit": q.limit, "offset": q.offset,
+def _list_params(service: str, owner: str | None, q: ListQuery) -> dict[str, Any]:
+    params: dict[str, Any] = {"service": service, "owner": owner, "limit": q.limit, "offset": q.offset,
               "phases": [p.value for p in q.phases]}
     if q.after is not None:
         params["after"] = timeutil.next_millisecond(q.after)

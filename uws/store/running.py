@@ -45,6 +45,15 @@ _CLAIM = (J.update()
 
 
 class RunningQueries:
+    # provided by Store, which mixes this in
+    engine: sa.Engine
+
+    def _changed(self, job_id: str) -> None:
+        raise NotImplementedError
+
+    def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
+        raise NotImplementedError
+
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
         transaction, so no reader sees an archived job listing results."""

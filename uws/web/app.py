@@ -15,6 +15,7 @@ from ..execution.process import ProcessExecutor
 from ..files import JobFiles, make_private_dir
 from ..hosts import HostPolicy
 from ..jobs import Jobs
+from ..ports import Executor
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
 from ..sweeps import Sweeps
@@ -82,6 +83,7 @@ def _build(cfg: config_mod.Config) -> Jobs:
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
     store.listeners.append(watch.notify)
+    executor: Executor
     if cfg.executor == "local":
         executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
     else:
