@@ -190,7 +190,8 @@ class Load:
             if time.monotonic() >= next_report and time.monotonic() < deadline:
                 next_report += 10
                 print(f"  {time.perf_counter() - t0:5.0f} s: {sum(self.ops_done)} operations, "
-                      f"{len(self.jobs.state)} jobs created, {len(self.jobs.live)} not deleted",
+                      f"{len(self.jobs.state)} jobs created, {len(self.jobs.live)} not deleted, "
+                      f"{accept_queue(self.base_url)} connections waiting to be accepted",
                       flush=True)
         self.wall = time.perf_counter() - t0
         stuck = sum(t.is_alive() for t in threads)
@@ -367,6 +368,21 @@ class Load:
         return {"created": len(ids), "deleted": deleted, "phases": phases,
                 "unaccounted": unaccounted, "expected": expected, "count": count,
                 "delete_unanswered": (gone_unanswered, kept_unanswered)}
+
+
+def accept_queue(base_url: str) -> int | None:
+    """Connections in the server's listen backlog, not yet accepted (the LISTEN
+    socket's rx_queue in Linux's /proc/net/tcp); None when unknown.  A new
+    connection, honest or not, waits behind all of them."""
+    port = int(base_url.rstrip("/").rsplit(":", 1)[1])
+    try:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":   # 0A: LISTEN
+                return int(fields[4].split(":")[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 # -- printing ---------------------------------------------------------------------------------
