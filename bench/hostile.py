@@ -229,7 +229,11 @@ class HostileProcess:
                                    name="hostile", daemon=True)
         self.process.start()
         child_end.close()
-        if not self.conn.poll(30) or self.conn.recv() != "started":
+        try:
+            started = self.conn.poll(30) and self.conn.recv() == "started"
+        except EOFError:            # it died first; its traceback is in our stderr
+            started = False
+        if not started:
             raise RuntimeError("the hostile process did not start")
 
     def join(self, timeout: float = 60.0) -> None:
@@ -271,7 +275,10 @@ def _child(params: dict, seconds: float, conn, parent: int) -> None:
     while time.monotonic() < deadline and os.getppid() == parent:
         time.sleep(0.5)
     hostile.join()
-    conn.send(dict(hostile.counts))
+    try:
+        conn.send(dict(hostile.counts))
+    except OSError:
+        pass                        # the parent is gone: nobody to count for
     conn.close()
 
 
