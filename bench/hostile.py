@@ -5,13 +5,20 @@ large file, oversize bodies, wrong passwords; all against the server the script 
 Hostile sockets come from other loopback source addresses (127.0.1.x), as
 several machines would, so the server's per-address bound meets them as it
 would real ones, and the honest clients (127.0.0.1) keep their own share.
+
+``HostileProcess`` runs a ``Hostile`` in a child process of its own: its many
+threads in tight loops would otherwise take the GIL from the honest clients'
+threads, whose latency would then be the load generator's, not the server's.
 """
 from __future__ import annotations
 
 import base64
 import collections
+import multiprocessing
+import os
 import resource
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -43,12 +50,30 @@ class Hostile:
     def prepare(self, upload) -> None:
         """Raise our open-file limit; upload the slow readers' file with ``upload(bytes)``,
         which returns the path of its parameter URL."""
+        self.raise_file_limit()
+        if self.want["slow"]:
+            self.file_path = upload(bytes(range(256)) * (BIG // 256))
+
+    def raise_file_limit(self) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         needed = self.want["idle"] + self.want["slow"] + self.want["guess"] + 512
         if soft < needed:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
-        if self.want["slow"]:
-            self.file_path = upload(bytes(range(256)) * (BIG // 256))
+
+    def params(self) -> dict:
+        """What a child process needs to rebuild this mix (locks do not pickle)."""
+        return {"host": self.host, "port": self.port, "idle": self.want["idle"],
+                "slow_readers": self.want["slow"], "oversize": self.want["oversize"],
+                "wrong_passwords": self.want["guess"], "user": self.user,
+                "file_path": self.file_path}
+
+    @classmethod
+    def from_params(cls, params: dict) -> "Hostile":
+        params = dict(params)
+        file_path = params.pop("file_path")
+        hostile = cls(**params)
+        hostile.file_path = file_path
+        return hostile
 
     def start(self, deadline: float) -> None:
         for kind, target in (("idle", self._idle), ("slow", self._slow),
@@ -182,6 +207,79 @@ class Hostile:
                 except OSError:
                     pass
             self.stop.wait(1.0)
+
+
+class HostileProcess:
+    """A ``Hostile`` run in a child process (spawned: it inherits none of our threads
+    or sockets) until a deadline; its counts come back to ``hostile.counts`` over a
+    pipe, so that ``hostile.summary()`` reads as before."""
+
+    def __init__(self, hostile: Hostile):
+        self.hostile = hostile
+        self.process: multiprocessing.Process | None = None
+        self.conn = None
+
+    def start(self, seconds: float) -> None:
+        """Start the mix for ``seconds``; returns once the child has started it."""
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_end = ctx.Pipe(duplex=False)
+        # daemon: multiprocessing ends it when we exit, whatever stopped us
+        self.process = ctx.Process(target=_child, args=(self.hostile.params(), seconds,
+                                                        child_end, os.getpid()),
+                                   name="hostile", daemon=True)
+        self.process.start()
+        child_end.close()
+        try:
+            started = self.conn.poll(30) and self.conn.recv() == "started"
+        except EOFError:            # it died first; its traceback is in our stderr
+            started = False
+        if not started:
+            raise RuntimeError("the hostile process did not start")
+
+    def join(self, timeout: float = 60.0) -> None:
+        """Wait (at most ``timeout`` s) for the child's counts, then for its end."""
+        if self.process is None:
+            return
+        try:
+            if self.conn.poll(timeout):
+                self.hostile.counts.update(self.conn.recv())
+        except (EOFError, OSError):
+            pass                    # the child died without counts: summary shows zeros
+        self.stop(grace=5)
+
+    def stop(self, grace: float = 0) -> None:
+        """End the child if it has not ended within ``grace`` s (none after an
+        interruption: SIGTERM at once)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.join(grace)
+        if process.is_alive():
+            process.terminate()
+            process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+        self.conn.close()
+
+
+def _child(params: dict, seconds: float, conn, parent: int) -> None:
+    """The hostile process: run the mix until the deadline, or until the parent is
+    gone; then send the counts.  Ctrl-C is the parent's to handle: it stops us."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    hostile = Hostile.from_params(params)
+    hostile.raise_file_limit()
+    deadline = time.monotonic() + seconds
+    hostile.start(deadline)
+    conn.send("started")
+    while time.monotonic() < deadline and os.getppid() == parent:
+        time.sleep(0.5)
+    hostile.join()
+    try:
+        conn.send(dict(hostile.counts))
+    except OSError:
+        pass                        # the parent is gone: nobody to count for
+    conn.close()
 
 
 def _source(n: int) -> str:

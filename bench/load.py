@@ -10,10 +10,11 @@ then checks that every job it created is accounted for.  See bench/README.rst.
                          [--hostile] [--idle N] [--slow-readers N] [--oversize N]
                          [--wrong-passwords N]
 
-With a hostile mix (bench/hostile.py) running beside the honest clients, it also
-prints the honest clients' p50/p99 latency and error count under that mix.  With
---wrong-passwords the server runs with HTTP Basic authentication on (the honest
-clients stay anonymous) and threads send wrong passwords for its one user.
+With a hostile mix (bench/hostile.py) running beside the honest clients, in a
+process of its own, it also prints the honest clients' p50/p99 latency and error
+count under that mix.  With --wrong-passwords the server runs with HTTP Basic
+authentication on (the honest clients stay anonymous) and threads send wrong
+passwords for its one user.
 
 Exit status: 0 when no answer was 5xx, every request was answered, every answer
 was one the operation allows, and every job is accounted for; 1 otherwise; 130
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile import Hostile  # noqa: E402
+from hostile import Hostile, HostileProcess  # noqa: E402
 from bench import (REQUEST_ERRORS, SERVICE, HttpClient, Response, Server,  # noqa: E402
                    job_id_of, load_average, next_link, percentile, phase_of)
 
@@ -189,7 +190,8 @@ class Load:
             if time.monotonic() >= next_report and time.monotonic() < deadline:
                 next_report += 10
                 print(f"  {time.perf_counter() - t0:5.0f} s: {sum(self.ops_done)} operations, "
-                      f"{len(self.jobs.state)} jobs created, {len(self.jobs.live)} not deleted",
+                      f"{len(self.jobs.state)} jobs created, {len(self.jobs.live)} not deleted, "
+                      f"{accept_queue(self.base_url)} connections waiting to be accepted",
                       flush=True)
         self.wall = time.perf_counter() - t0
         stuck = sum(t.is_alive() for t in threads)
@@ -368,6 +370,21 @@ class Load:
                 "delete_unanswered": (gone_unanswered, kept_unanswered)}
 
 
+def accept_queue(base_url: str) -> int | None:
+    """Connections in the server's listen backlog, not yet accepted (the LISTEN
+    socket's rx_queue in Linux's /proc/net/tcp); None when unknown.  A new
+    connection, honest or not, waits behind all of them."""
+    port = int(base_url.rstrip("/").rsplit(":", 1)[1])
+    try:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":   # 0A: LISTEN
+                return int(fields[4].split(":")[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 # -- printing ---------------------------------------------------------------------------------
 
 def print_operations(rec: Record, wall: float, ops: list[str]) -> None:
@@ -515,6 +532,7 @@ def main(argv=None) -> int:
     status = 0
     load = None
     hostile = Hostile("", 0, 0, 0, 0)
+    mix = HostileProcess(hostile)
     memory = [None, None]       # the server's VmRSS after start, VmHWM at the end
     try:
         server.start()
@@ -534,14 +552,15 @@ def main(argv=None) -> int:
                           args.wrong_passwords, USER)
         if hostile.active:
             hostile.prepare(upload_for(server.url))
-            hostile.start(time.monotonic() + args.seconds)
+            mix = HostileProcess(hostile)
+            mix.start(args.seconds)     # in its own process: not sharing our GIL
             print(f"hostile mix: {args.idle} idle, {args.slow_readers} slow readers, "
                   f"{args.oversize} oversize bodies a second, {args.wrong_passwords} "
                   "wrong-password threads", flush=True)
             time.sleep(2)       # let it take its connections before the honest load
         print(f"\nLoad: {args.clients} clients for {args.seconds:g} s", flush=True)
         load.run()
-        hostile.join()
+        mix.join()
         for r in load.records:
             rec.merge(r)
         print("\nAccounting: GET of every created job, then HEAD /" + SERVICE, flush=True)
@@ -556,6 +575,7 @@ def main(argv=None) -> int:
         print(f"\nload test aborted: {type(exc).__name__}: {exc}", file=sys.stderr)
         status = 1
     finally:
+        mix.stop()              # before the server: its sockets would only be refused
         server.stop()
 
     if load is not None:
