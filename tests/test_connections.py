@@ -381,3 +381,51 @@ def test_one_client_address_may_hold_at_most_a_quarter_of_the_budget(serve):
     assert _status_within(other, 0.5) is None       # another address has its own share
     for s in (first, second, other):
         s.close()
+
+
+# -- the event loop ----------------------------------------------------------------------
+
+@pytest.fixture
+def bare_server(tmp_path):
+    """uws serve's waitress server for a trivial app, on a free port, not running."""
+    from uws import httpserver
+    from uws.config import from_dict
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    cfg = from_dict({}, env={}, port=0, data_dir=tmp_path / "data")
+    server = httpserver.create(app, cfg, 4096, "localhost")
+    yield server
+    server.close()
+
+
+def test_one_turn_of_the_loop_accepts_every_connection_waiting(bare_server):
+    port = int(bare_server.effective_port)
+    waiting = [_connect(port, source) for source in _sources(5) for _ in range(8)]
+    time.sleep(0.2)         # all 40 are in the listen backlog
+    bare_server.handle_accept()
+    assert len(bare_server.active_channels) == 40
+    for s in waiting:
+        s.close()
+
+
+def test_the_epoll_loop_serves_connections_whose_descriptor_numbers_are_reused(bare_server):
+    import threading
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            bare_server.asyncore.loop(timeout=0.05, map=bare_server._map, count=1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        for _ in range(30):     # each closes before the next opens: the same numbers again
+            r = requests.get(f"http://127.0.0.1:{bare_server.effective_port}/", timeout=2,
+                             headers={"Connection": "close"})
+            assert r.text == "ok"
+    finally:
+        stop.set()
+        thread.join(5)

@@ -17,7 +17,12 @@ response keeps a worker thread waiting on it.  Here:
   the application, and so authentication, sees it: the bodies being buffered
   share one budget (:class:`BodyBudget`), and a request whose announced or
   received body does not fit answers 503 at once;
-- an error in the accept loop is logged and the server goes on.
+- an error in the accept loop is logged and the server goes on;
+- each turn of the loop accepts every connection waiting (up to
+  ``ACCEPT_BATCH``), so that honest clients do not queue for seconds in the
+  listen backlog behind a flood; and the loop keeps its descriptors registered
+  with ``epoll`` between turns (:class:`EpollLoop`) instead of building a
+  ``poll()`` set of every connection on every turn.
 
 Files are sent by waitress's ``wsgi.file_wrapper`` path (see web/downloads.py),
 from the event loop, so a slow reader of a file holds no worker thread.
@@ -29,6 +34,7 @@ import dataclasses
 import errno
 import logging
 import resource
+import select
 import threading
 import time
 
@@ -38,6 +44,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 from waitress.utilities import Error
+from waitress import wasyncore
 
 log = logging.getLogger("uws.httpserver")
 
@@ -48,6 +55,8 @@ FDS_PER_CONNECTION = 3
 MAX_CONNECTIONS = 10_000
 #: how long accepting pauses when the process is out of descriptors
 ACCEPT_PAUSE = 0.5
+#: connections accepted in one turn of the event loop, at most
+ACCEPT_BATCH = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +224,72 @@ class Channel(HTTPChannel):
         super().del_channel(map)
 
 
+class EpollLoop:
+    """wasyncore's ``loop`` (the ``asyncore`` a waitress server runs) on one epoll
+    object whose registrations persist: each turn asks every connection what it
+    waits for, as waitress does, but touches the kernel only for the ones whose
+    answer changed, and waiting costs nothing per idle connection."""
+
+    def __init__(self):
+        self._epoll = select.epoll()
+        self._registered: dict[int, tuple[object, int]] = {}   # fd -> (dispatcher, flags)
+
+    def loop(self, timeout=30.0, use_poll=True, map=None, count=None):
+        while map and (count is None or count > 0):
+            self.turn(timeout, map)
+            if count is not None:
+                count -= 1
+
+    def turn(self, timeout: float, map: dict) -> None:
+        self._register(map)
+        try:
+            events = self._epoll.poll(timeout)
+        except InterruptedError:
+            return
+        for fd, flags in events:
+            obj = map.get(fd)
+            if obj is not None:
+                wasyncore.readwrite(obj, flags)
+
+    def _register(self, map: dict) -> None:
+        for fd in [fd for fd, (obj, _) in self._registered.items() if map.get(fd) is not obj]:
+            self._forget(fd)    # closed; its number may already be another connection's
+        for fd, obj in list(map.items()):
+            flags = 0
+            if obj.readable():
+                flags |= select.EPOLLIN | select.EPOLLPRI
+            if obj.writable() and not obj.accepting:
+                flags |= select.EPOLLOUT
+            if flags != self._registered.get(fd, (None, 0))[1]:
+                self._update(fd, obj, flags)
+
+    def _update(self, fd: int, obj, flags: int) -> None:
+        if not flags:
+            self._forget(fd)
+            return
+        try:
+            if fd in self._registered:
+                self._epoll.modify(fd, flags)
+            else:
+                self._epoll.register(fd, flags)
+        except FileExistsError:
+            self._epoll.modify(fd, flags)
+        except FileNotFoundError:       # the kernel dropped it when it was closed
+            self._epoll.register(fd, flags)
+        self._registered[fd] = (obj, flags)
+
+    def _forget(self, fd: int) -> None:
+        self._registered.pop(fd, None)
+        try:
+            self._epoll.unregister(fd)
+        except OSError:
+            pass        # closed already: the kernel dropped it
+
+    def __getattr__(self, name):
+        # the rest of what waitress reaches through ``self.asyncore`` (close_all, ...)
+        return getattr(wasyncore, name)
+
+
 class Server(TcpWSGIServer):
     """waitress's TCP server with a bound per client address, request-header
     deadlines, and an accept loop that survives errors."""
@@ -242,17 +317,29 @@ class Server(TcpWSGIServer):
         return accepting and time.monotonic() >= self._accept_paused_until
 
     def handle_accept(self):
+        """Accept the connections waiting, up to ACCEPT_BATCH and the connection limit
+        (one per turn, as waitress does, drains a flood's backlog at tens a second)."""
+        for _ in range(ACCEPT_BATCH):
+            if len(self._map) >= self.adj.connection_limit or not self._accept_one():
+                return
+
+    def _accept_one(self) -> bool:
+        """Accept one connection; False when none is waiting or accepting failed."""
         try:
             pair = self.accept()
             if pair is None:
-                return
+                return False
             conn, addr = pair
             self.set_socket_options(conn)
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                 self._accept_paused_until = time.monotonic() + ACCEPT_PAUSE
             log.warning("accept() failed: %s", exc)
-            return
+            return False
+        self._admit(conn, addr)
+        return True
+
+    def _admit(self, conn, addr) -> None:
         if self.connections_of[addr[0]] >= self.per_address:
             conn.close()
             self._refused(addr[0])
@@ -331,6 +418,7 @@ def create(app, cfg, open_files: int, server_name: str):
                                                      for s in servers],
                                    dispatcher, servers[-1].log_info)
         server.effective_port = servers[-1].effective_port
+    server.asyncore = EpollLoop()      # what run() loops on
     server.limits_text = (f"at most {lim.connections} connections, {lim.per_address} per "
                           f"client address (open-file limit {open_files})")
     return server
