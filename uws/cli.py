@@ -1,4 +1,5 @@
-"""Command line: ``uws serve`` (the embedded server)."""
+"""Command line: ``uws serve`` (the embedded server, or a front end) and
+``uws worker`` (a Celery worker running jobs)."""
 from __future__ import annotations
 
 import argparse
@@ -18,10 +19,42 @@ def main(argv=None) -> int:
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default 8700)")
     serve.add_argument("--data-dir", help="directory for the database, uploads and results")
+    worker = sub.add_parser("worker", help="run a Celery worker ([executor] kind = \"celery\")")
+    worker.add_argument("--config", help="TOML configuration file (the front ends' one)")
+    worker.add_argument("--data-dir", help="the shared data directory (uploads, results)")
+    worker.add_argument("--slots", type=int, help="jobs run at once (default: [executor] slots)")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
+    if args.command == "worker":
+        return worker_command(args)
     return 2
+
+
+def worker_command(args) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from . import config as config_mod
+
+    _log_setup()
+    try:
+        cfg = config_mod.load(args.config, data_dir=args.data_dir, slots=args.slots)
+        if cfg.executor != "celery":
+            raise config_mod.ConfigError(f"{args.config or 'the configuration'}: "
+                                         "executor.kind: a worker needs \"celery\"")
+    except config_mod.ConfigError as exc:
+        return _refuse(f"cannot use the configuration: {exc}")
+    from .execution.distributed import run_worker
+    try:
+        run_worker(cfg)
+    except (OSError, SQLAlchemyError) as exc:
+        return _refuse(f"cannot start: {' '.join(str(exc).split())}")
+    return 0
+
+
+def _log_setup() -> None:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def serve_command(args) -> int:
@@ -29,7 +62,7 @@ def serve_command(args) -> int:
 
     from . import config as config_mod
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _log_setup()
     try:
         cfg = config_mod.load(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
     except config_mod.ConfigError as exc:

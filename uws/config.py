@@ -23,7 +23,7 @@ from . import hosts, shapes
 from .auth import AuthConfig
 from .services import FALSE_WORDS, TRUE_WORDS, ParamSpec, Service
 
-EXECUTORS = ("local", "none")
+EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
 
 
@@ -62,6 +62,9 @@ class Config:
     max_buffered_bytes: int = _setting("server", 0, min=0)
     executor: str = _setting("executor", "local", key="kind", choices=EXECUTORS)
     slots: int = _setting("executor", factory=lambda: os.cpu_count() or 1, min=1, max=4096)
+    # kind = "celery": the broker front ends publish to and workers consume from
+    broker_url: str = _setting("executor", "")
+    queue: str = _setting("executor", "uws")
     services: dict[str, Service] = dataclasses.field(default_factory=dict)
     auth: AuthConfig = dataclasses.field(default_factory=AuthConfig)   # anonymous only
 
@@ -91,7 +94,7 @@ _ENV = {
     "UWS_DATABASE_URL": "database_url", "UWS_WAIT_MAX": "wait_max",
     "UWS_THREADS": "threads", "UWS_EXECUTOR": "executor", "UWS_SLOTS": "slots",
     "UWS_MAX_UPLOAD_BYTES": "max_upload_bytes", "UWS_SCHEDULER": "scheduler",
-    "UWS_PUBLIC_URL": "public_url",
+    "UWS_PUBLIC_URL": "public_url", "UWS_BROKER_URL": "broker_url",
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
@@ -119,11 +122,24 @@ def from_dict(data: dict, env=None, source: str = "", **overrides) -> Config:
     settings.update(_environment(env or {}))
     settings.update(_overrides(overrides))
     cfg = Config(services=services or demo_services(), auth=auth, **settings)
+    if cfg.executor == "celery":
+        _check_celery(cfg, source or "the configuration")
     if cfg.max_buffered_bytes and cfg.max_buffered_bytes < cfg.max_body_bytes:
         raise ConfigError(f"{source or 'the configuration'}: server.max_buffered_bytes: "
                           f"under the largest request body ({cfg.max_body_bytes} bytes, "
                           "max_upload_bytes + 1 MiB), which could then never be received")
     return cfg
+
+
+def _check_celery(cfg: Config, source: str) -> None:
+    if not cfg.broker_url:
+        raise ConfigError(f"{source}: executor.broker_url: required with kind = \"celery\" "
+                          "(amqp://... for RabbitMQ, redis://... for Redis)")
+    try:
+        importlib.import_module("celery")
+    except ImportError:
+        raise ConfigError(f"{source}: executor.kind: \"celery\" needs Celery: "
+                          "pip install 'ivoa-uws-server[celery]'") from None
 
 
 def _read_file(data: dict):

@@ -20,5 +20,7 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
                       id="destruction")
     scheduler.add_job(sweeps.recover_lost, "interval", seconds=timing.LOST_LEASE_SWEEP,
                       id="leases")
+    scheduler.add_job(sweeps.recover_dead_local_workers, "interval",
+                      seconds=timing.LOST_LEASE_SWEEP, id="local-workers")
     scheduler.start()
     return scheduler

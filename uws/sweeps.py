@@ -69,8 +69,9 @@ class Sweeps:
             self._recover(job_id, service_name)
 
     def recover_dead_local_workers(self) -> None:
-        """At start-up: leases held by processes of this host that no longer
-        exist are lost at once, without waiting for them to expire."""
+        """Leases held by processes of this host that no longer exist are lost at
+        once, without waiting for them to expire (at start-up, and with the lease
+        sweep: a Celery worker beside this front end may be killed)."""
         prefix = f"{socket.gethostname()}:"
         for job_id, service_name, owner in self.store.leases_of(prefix):
             if not _alive(owner):

@@ -31,6 +31,11 @@ SUPERVISOR_GRACE = 5.0
 #: least time between two progress writes of one job to the store
 PROGRESS_WRITE = 0.2
 
+# -- Celery workers (uws.execution.distributed) -----------------------------------------
+#: how often a front end publishes again for jobs QUEUED longer than this (their
+#: message was lost, or the broker was down when they were queued)
+REDISPATCH = 5.0
+
 # -- blocking GETs (uws.waiting) -------------------------------------------------------
 #: how often the phases of waited-for jobs are read, for changes made by other processes
 WAIT_POLL = 0.05

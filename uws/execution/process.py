@@ -68,6 +68,11 @@ class ProcessExecutor(Executor):
     def start(self) -> None:
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
+        self.start_monitor()
+
+    def start_monitor(self) -> None:
+        """Only watch the jobs run here (ABORT, deletion, leases, sizes): for a
+        process whose jobs are started by something else (a Celery worker)."""
         self._spawn_thread(self._monitor_loop, "uws-monitor")
 
     def submit(self, job_id: str) -> None:
@@ -105,29 +110,36 @@ class ProcessExecutor(Executor):
         self._threads.append(t)
 
     def _work_loop(self) -> None:
-        services = list(self.config.services)
         while not self._stopping.is_set():
             with self._wake:
                 seen = self._submitted
-            try:
-                job_id = self.store.claim_next(self.worker_id, services, timing.LEASE,
-                                               self._running_cap)
-            except Exception:
-                log.exception("cannot claim a job")
-                job_id = None
-            if job_id is None:
+            if not self.run_next():
                 with self._wake:
                     # A submit during the claim (its job committed too late for it)
                     # means claim again now rather than after a whole poll interval.
                     if self._submitted == seen and not self._stopping.is_set():
                         self._wake.wait(timing.QUEUE_POLL)
-                continue
-            try:
-                self._execute(job_id)
-            except Exception:
-                log.exception("job %s: executor failure", job_id)
-                self.store.mark_failed(job_id, ErrorSummary(
-                    "transient", "the executor failed to run the job"))
+
+    def run_next(self) -> bool:
+        """Claim the next QUEUED job (fairly, see Store.claim_next) and run it to its
+        end here; False when there was none to claim."""
+        if self._stopping.is_set():
+            return False
+        try:
+            job_id = self.store.claim_next(self.worker_id, list(self.config.services),
+                                           timing.LEASE, self._running_cap)
+        except Exception:
+            log.exception("cannot claim a job")
+            return False
+        if job_id is None:
+            return False
+        try:
+            self._execute(job_id)
+        except Exception:
+            log.exception("job %s: executor failure", job_id)
+            self.store.mark_failed(job_id, ErrorSummary(
+                "transient", "the executor failed to run the job"))
+        return True
 
     def _running_cap(self, service: str, owner: str) -> int:
         return self.config.services[service].quota(owner).running

@@ -130,6 +130,14 @@ class RunningQueries:
         self._changed(job_id)
         return job_id
 
+    def count_queued(self, services: Iterable[str], older_than: float) -> int:
+        """QUEUED jobs of ``services`` created more than ``older_than`` seconds ago."""
+        before = timeutil.add_seconds(timeutil.now(), -older_than)
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).where(
+                J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
+                J.c.creation_time <= before)).scalar_one()
+
     def renew_leases(self, worker: str, job_ids: Iterable[str], lease_seconds: float) -> None:
         ids = list(job_ids)
         if not ids:

@@ -86,6 +86,9 @@ def _build(cfg: config_mod.Config) -> Jobs:
     executor: Executor
     if cfg.executor == "local":
         executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
+    elif cfg.executor == "celery":
+        from ..execution.distributed import CeleryExecutor
+        executor = CeleryExecutor(config=cfg, store=store)
     else:
         executor = NullExecutor()
     return Jobs(config=cfg, store=store, files=files, executor=executor, watch=watch)

@@ -1,0 +1,142 @@
+"""Jobs run by Celery workers on any number of machines (``[executor] kind = "celery"``).
+
+Front ends run no jobs: on RUN they publish a message on the broker (RabbitMQ or
+Redis).  The message names no job; it asks a worker to take QUEUED jobs.  A
+worker takes them the way the local executor does: with the database's
+conditional claim (:meth:`uws.store.Store.claim_next`: fair across owners,
+within running caps), and runs each with the same runner contract and isolation
+(:class:`~uws.execution.process.ProcessExecutor`).  Hence:
+
+- a message delivered twice, or one too many, runs nothing twice: the second
+  claim finds no job;
+- messages are acknowledged late: a worker that dies returns its messages to
+  the broker, and its jobs' leases expire (or, on the same host, its death is
+  seen at once), so they end in ERROR or are queued again (``retry = true``);
+- a broker that is down loses nothing: the job stays QUEUED, the front end says
+  so in its log, and every ``timing.REDISPATCH`` seconds it publishes again for
+  the jobs queued longer than that, until the broker takes the messages;
+- ABORT, an exceeded duration or destruction, whichever front end received it,
+  changes the job's phase in the database; the worker running the job sees that
+  within ``timing.MONITOR`` and kills it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from .. import timing
+from ..ports import RunStore, Settings
+
+log = logging.getLogger(__name__)
+TASK = "uws.run_queued"
+
+
+def celery_app(cfg):
+    """The Celery application of front ends and workers alike."""
+    from celery import Celery
+    app = Celery("uws", broker=cfg.broker_url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,                # a worker lost mid-job returns its message
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,       # no worker hoards messages others could take
+        task_ignore_result=True,
+        task_default_queue=cfg.queue,
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=3,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+class CeleryExecutor:
+    """The front end's executor: publishes, runs nothing."""
+
+    def __init__(self, *, config: Settings, store: RunStore):
+        self.config = config
+        self.store = store
+        self.app = celery_app(config)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._broker_down = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._redispatch_loop, daemon=True,
+                                        name="uws-redispatch")
+        self._thread.start()
+
+    def submit(self, job_id: str) -> None:
+        self.publish(1)
+
+    def abort(self, job_id: str) -> None:
+        """Nothing to do here: the worker running the job sees its phase change."""
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def publish(self, count: int) -> bool:
+        """Ask the workers to take ``count`` jobs; False (logged) if the broker refused."""
+        try:
+            for _ in range(count):
+                self.app.send_task(TASK, queue=self.config.queue, retry=False)
+        except Exception as exc:    # kombu's errors vary by transport
+            if not self._broker_down:
+                log.warning("the broker cannot be reached (%s): queued jobs stay QUEUED "
+                            "and are dispatched when it is back", exc)
+            self._broker_down = True
+            return False
+        if self._broker_down:
+            log.warning("the broker is back: dispatching the queued jobs")
+        self._broker_down = False
+        return True
+
+    def _redispatch_loop(self) -> None:
+        while not self._stopping.wait(timing.REDISPATCH):
+            try:
+                waiting = self.store.count_queued(list(self.config.services),
+                                                  older_than=timing.REDISPATCH)
+                if waiting:
+                    self.publish(min(waiting, MAX_REDISPATCH))
+            except Exception:
+                log.exception("re-dispatching queued jobs failed")
+
+
+#: messages one re-dispatch publishes at most: each keeps a worker thread taking
+#: jobs until none is left, so a few wake as many workers as there are
+MAX_REDISPATCH = 64
+
+
+def run_worker(cfg, argv: list[str] | None = None) -> None:
+    """A Celery worker running ``cfg.slots`` jobs at once (``uws worker``)."""
+    from ..files import JobFiles
+    from ..store import Store
+    from .process import ProcessExecutor
+    store = Store(cfg.db_url, pool_size=max(4, cfg.slots + 2))
+    files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
+    executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
+    executor.start_monitor()
+    app = celery_app(cfg)
+
+    @app.task(name=TASK)
+    def run_queued() -> None:
+        while executor.run_next():
+            pass
+
+    log.info("worker %s: %d slots, queue %r on %s", executor.worker_id, cfg.slots,
+             cfg.queue, _safe(cfg.broker_url))
+    try:
+        app.worker_main(["worker", "--pool", "threads", "--concurrency", str(cfg.slots),
+                         "--queues", cfg.queue, "--loglevel", "INFO", "--without-gossip",
+                         "--without-mingle", *(argv or [])])
+    finally:
+        executor.stop()
+        store.close()
+
+
+def _safe(url: str) -> str:
+    """The broker URL without its password, for the log."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest
