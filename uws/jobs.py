@@ -157,7 +157,7 @@ class Jobs:
             for v in values:
                 if v.upload is not None:
                     staged[v.name] = self.files.stage_upload(job_id, v.name, v.upload.stream)
-                    params.append(Parameter(v.name, f"param:{v.name}", True))
+                    params.append(Parameter.upload(v.name))
                 else:
                     params.append(Parameter(v.name, v.value, v.by_reference))
         except BaseException:

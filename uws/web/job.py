@@ -243,7 +243,7 @@ def get_parameter(service: str, job_id: str, name: str):
     if not params:
         raise NotFound(f"job has no parameter {name!r}")
     p = params[0]
-    if p.by_reference and p.value.startswith("param:"):
+    if p.is_upload:
         return download(jobs_api().files.open_upload(job_id, p.name),
                         "application/octet-stream", p.name)
     return text("\n".join(q.value for q in params))
