@@ -11,7 +11,7 @@ import dataclasses
 
 from ..errors import BadRequest
 from ..jobs import parse_duration
-from ..services import ParameterError, ParamSpec, Service, collect
+from ..services import TRUE_WORDS, ParameterError, ParamSpec, Service, collect
 from .. import timeutil
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
@@ -46,7 +46,7 @@ class Field:
 
     @property
     def checked(self) -> bool:
-        return self.value.strip().lower() in ("true", "1", "yes", "on")
+        return self.value.strip().lower() in TRUE_WORDS
 
     @property
     def step(self) -> str:
