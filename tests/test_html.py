@@ -267,6 +267,15 @@ def test_bad_job_control_value_is_reported_next_to_it(client):
     assert field_error(doc, "DESTRUCTION") == "must be in the future"
 
 
+@pytest.mark.parametrize("run_id", ["r\x01s", "esc\x1b[0m", "x" * 1025])
+def test_a_runid_the_api_refuses_is_refused_next_to_its_field(client, run_id):
+    # the same rule as the API (uws.model.check_run_id): a form adds no leniency
+    r = client.post("/sleep", data={"DURATION": "1", "RUNID": run_id}, headers=HTML)
+    doc = page(r, status=400)
+    assert "no control characters" in field_error(doc, "RUNID")
+    assert client.get("/sleep").data.count(b"<uws:jobref") == 0
+
+
 def test_clients_still_get_plain_400_text(client):
     r = client.post("/sleep", data={"DURATION": "soon"})
     assert r.status_code == 400

@@ -60,6 +60,16 @@ class Parameter:
         return self.by_reference and is_upload_value(self.value)
 
 
+MAX_RUN_ID = 1024
+
+
+def check_run_id(run_id: str) -> None:
+    """ValueError unless ``run_id`` may be a job's RUNID: bounded, and shown back
+    unchanged in the job document (so no control characters)."""
+    if len(run_id) > MAX_RUN_ID or not fits_xml(run_id):
+        raise ValueError(f"at most {MAX_RUN_ID} characters, and no control characters")
+
+
 # A result id is one URL path segment (escaped in hrefs) and an XML attribute.
 _RESULT_ID = re.compile(r"[^\s/\\]{1,128}")
 _TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"

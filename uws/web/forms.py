@@ -11,6 +11,7 @@ import dataclasses
 
 from ..errors import BadRequest
 from ..jobs import parse_duration
+from ..model import check_run_id
 from ..services import TRUE_WORDS, ParameterError, ParamSpec, Service, collect
 from .. import timeutil
 
@@ -130,8 +131,11 @@ def control_errors(control: dict[str, list[str]]) -> dict[str, str]:
                 check(value)
             except (BadRequest, ValueError) as exc:
                 errors[name] = str(exc).removeprefix(f"{name}: ")
-    if any(len(v) > 1024 for v in control.get("RUNID", [])):
-        errors["RUNID"] = "at most 1024 characters"
+    for value in control.get("RUNID", []):
+        try:
+            check_run_id(value)
+        except ValueError as exc:
+            errors["RUNID"] = str(exc)
     return errors
 
 
