@@ -8,7 +8,6 @@ from werkzeug.datastructures import FileStorage
 
 from ..errors import BadRequest, NotFound
 from ..jobs import Caller
-from ..phases import parse_phase
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
@@ -17,6 +16,7 @@ from .http import (FORM_TYPES, UnsupportedMediaType, base_url, check_unencoded, 
                    job_url, jobs_api, query_value, see_other, single, split_control, text,
                    uploads, xml)
 from .negotiation import NEGOTIATED, wants_html
+from .paging import phase_value
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
@@ -72,12 +72,7 @@ def _wait_seconds(text_value: str) -> int:
 
 def _wait_phase():
     value = query_value("PHASE")
-    if value is None:
-        return None
-    try:
-        return parse_phase(value)
-    except ValueError as exc:
-        raise BadRequest(f"PHASE: {exc}") from None
+    return None if value is None else phase_value(value)
 
 
 @bp.route(JOB, methods=["POST"])
