@@ -134,6 +134,15 @@ def test_a_value_the_job_document_cannot_show_answers_400(client, name, value):
     assert b"jobref" not in client.get("/sleep").data
 
 
+@pytest.mark.parametrize("value", ["r\x01s", "x" * 1025])
+def test_a_runid_change_the_job_document_cannot_show_answers_400(client, value):
+    path = create(client, RUNID="before")
+    for target in (path, f"{path}/parameters"):
+        r = client.post(target, data={"RUNID": value})
+        assert r.status_code == 400 and b"RUNID" in r.data, (target, r.data)
+    assert text(job_xml(client, path), "runId") == "before"
+
+
 def test_tabs_and_line_breaks_are_kept(client):
     job = job_xml(client, create(client, RUNID="a\tb", MESSAGE="line 1\nline 2"))
     assert text(job, "runId") == "a\tb"

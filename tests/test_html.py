@@ -267,6 +267,15 @@ def test_bad_job_control_value_is_reported_next_to_it(client):
     assert field_error(doc, "DESTRUCTION") == "must be in the future"
 
 
+@pytest.mark.parametrize("run_id", ["r\x01s", "esc\x1b[0m", "x" * 1025])
+def test_a_runid_the_api_refuses_is_refused_next_to_its_field(client, run_id):
+    # the same rule as the API (uws.model.check_run_id): a form adds no leniency
+    r = client.post("/sleep", data={"DURATION": "1", "RUNID": run_id}, headers=HTML)
+    doc = page(r, status=400)
+    assert "no control characters" in field_error(doc, "RUNID")
+    assert client.get("/sleep").data.count(b"<uws:jobref") == 0
+
+
 def test_clients_still_get_plain_400_text(client):
     r = client.post("/sleep", data={"DURATION": "soon"})
     assert r.status_code == 400
@@ -395,6 +404,32 @@ def test_last_list_page_links_back_and_not_on(client, api):
     assert len(doc.xpath("//table[@class='joblist']/tbody/tr")) == 20
     assert doc.xpath("//a[@rel='prev']/@href") == ["http://localhost/sleep?start=50"]
     assert doc.xpath("//a[@rel='next']") == []
+
+
+@pytest.mark.parametrize("query", [
+    "PHASE=FOO", "AFTER=garbage", "LAST=0", "extend=0", "extend=10001", "start=-1",
+    "start=100001", "cursor=not-a-cursor", "LAST=5&extend=10", "LAST=5&start=10",
+])
+def test_the_list_page_refuses_what_the_xml_list_refuses(client, query):
+    xml_list, html_list = client.get(f"/sleep?{query}"), client.get(f"/sleep?{query}", headers=HTML)
+    assert xml_list.status_code == html_list.status_code == 400
+    assert xml_list.text.strip() in page(html_list, status=400).text_content()   # same message
+
+
+def test_list_page_with_last_shows_that_many_newest_on_one_page(client, api):
+    api.store.seed_jobs("sleep", 120)
+    doc = page(client.get("/sleep?LAST=70", headers=HTML))
+    assert len(doc.xpath("//table[@class='joblist']/tbody/tr")) == 70
+    assert doc.xpath("string(//span[@data-role='range'])") == "1–70 of 70"
+    assert doc.xpath("//a[@rel='next']") == []
+
+
+def test_list_page_follows_a_cursor_from_the_xml_list(client, api):
+    api.store.seed_jobs("sleep", 30)
+    link = client.get("/sleep?extend=10").headers["Link"]
+    next_url = link[1:link.index(">")].replace("http://localhost", "")
+    doc = page(client.get(next_url, headers=HTML))
+    assert doc.xpath("string(//span[@data-role='range'])") == "1–10 of 20"
 
 
 def test_list_is_newest_first(client):

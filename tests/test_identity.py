@@ -80,6 +80,19 @@ def test_every_request_on_another_owners_job_answers_403(app, client):
     assert client.get(f"{path}/phase", headers=basic("alice")).data == b"PENDING"
 
 
+def test_every_job_route_is_guarded_by_the_owner_check(app):
+    # Bound to the view, not guessed from argument names: a route under a job whose
+    # view lacks @job_view (or a service route without a guard) fails here.
+    from uws.web.access import access_of
+    rules = [rule for rule in app.url_map.iter_rules() if rule.rule.startswith("/<service>")]
+    assert len(rules) >= 15
+    for rule in rules:
+        expected = "job" if rule.rule.startswith("/<service>/<job_id>") else "service"
+        assert access_of(app.view_functions[rule.endpoint]) == expected, rule.rule
+    assert all("<job_id>" not in rule.rule or rule.rule.startswith("/<service>/<job_id>")
+               for rule in app.url_map.iter_rules())
+
+
 def test_anonymous_callers_cannot_touch_an_owned_job(client):
     path = create(client, "alice")
     assert client.get(path).status_code == 403

@@ -34,11 +34,40 @@ def xml_text(text: str) -> str:
     return text if text.isprintable() else _NOT_XML.sub("", text)
 
 
+#: A by-reference value starting with this stands for a file uploaded with a
+#: request (UWS 1.1 §2.2.3.1.1); the file is kept under the parameter's name.
+UPLOAD_MARKER = "param:"
+
+
+def is_upload_value(value: str) -> bool:
+    """Whether a by-reference ``value`` names an uploaded part (not a URL)."""
+    return value.startswith(UPLOAD_MARKER)
+
+
 @dataclasses.dataclass(frozen=True)
 class Parameter:
     name: str
     value: str
     by_reference: bool = False
+
+    @classmethod
+    def upload(cls, name: str) -> Parameter:
+        """The parameter ``name`` whose value is the file uploaded under that name."""
+        return cls(name, UPLOAD_MARKER + name, True)
+
+    @property
+    def is_upload(self) -> bool:
+        return self.by_reference and is_upload_value(self.value)
+
+
+MAX_RUN_ID = 1024
+
+
+def check_run_id(run_id: str) -> None:
+    """ValueError unless ``run_id`` may be a job's RUNID: bounded, and shown back
+    unchanged in the job document (so no control characters)."""
+    if len(run_id) > MAX_RUN_ID or not fits_xml(run_id):
+        raise ValueError(f"at most {MAX_RUN_ID} characters, and no control characters")
 
 
 # A result id is one URL path segment (escaped in hrefs) and an XML attribute.

@@ -11,7 +11,7 @@ import math
 import re
 
 from . import timeutil
-from .model import fits_xml, valid_mime_type, valid_result_id
+from .model import UPLOAD_MARKER, fits_xml, is_upload_value, valid_mime_type, valid_result_id
 
 TYPES = ("string", "integer", "float", "boolean", "datetime", "enum", "file")
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
@@ -335,8 +335,8 @@ def collect(service: Service, pairs, uploads: dict, *, creating: bool) -> list[V
     referenced: set[str] = set()
     for name, text in pairs:
         spec = service.spec(name)
-        if spec.is_file and text.startswith("param:"):
-            part = text[len("param:"):]
+        if spec.is_file and is_upload_value(text):
+            part = text.removeprefix(UPLOAD_MARKER)
             if part not in uploads:
                 raise ParameterError(spec.name, f"no uploaded part named {part!r}")
             referenced.add(part)

@@ -20,6 +20,7 @@ import signal
 import sys
 import traceback
 
+from ..model import is_upload_value
 from .supervisor import PR_SET_PDEATHSIG, prctl, supervise
 
 REPORT_FD_ENV = "UWS_REPORT_FD"
@@ -79,7 +80,7 @@ class ChildContext:
         value, by_reference = self._values.get(name, ("", False))
         if not by_reference:
             raise ValueError(f"{name} is not a file parameter with a value")
-        if value.startswith("param:"):
+        if is_upload_value(value):
             return open(self.upload_path(name), "rb")
         return open(self.fetch(value, name), "rb")
 

@@ -366,7 +366,7 @@ def _task(job, service, files, max_bytes: int) -> dict:
         # child fetches a URL to before the command starts (never the URL itself).
         values, downloads = {}, []
         for p in job.parameters:
-            if p.by_reference and p.value.startswith("param:"):
+            if p.is_upload:
                 values[p.name] = str(files.upload_path(job.id, p.name))
             elif p.by_reference:
                 values[p.name] = str(fetched / p.name)

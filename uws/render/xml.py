@@ -65,7 +65,7 @@ def _tostring(el) -> bytes:
 
 def parameter_value(job_param, links: Links) -> str:
     """The text shown for a parameter: by-reference uploads become their URL."""
-    if job_param.by_reference and job_param.value.startswith("param:"):
+    if job_param.is_upload:
         return links.parameter(job_param.name)
     return job_param.value
 

@@ -5,7 +5,7 @@ import logging
 import os
 from urllib.parse import urlsplit
 
-from flask import Flask, current_app, request
+from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
@@ -139,19 +139,9 @@ def _same_origin_only() -> None:
 
 
 def _identify() -> None:
-    """Authenticate every request once (bad credentials: 401 wherever they are sent),
-    refuse anonymous callers of services that require an identity, and answer a
-    change to a job the caller may not touch with 404/403 before its body is read."""
-    caller = identity.current_caller()
-    args = request.view_args or {}
-    api = current_app.extensions["uws"]
-    name = args.get("service")
-    if name not in api.config.services:
-        return
-    if not caller.owner:
-        identity.require_identity(api.config.services[name])
-    if "job_id" in args and request.method not in ("GET", "HEAD"):
-        api.check_access(name, args["job_id"], caller)
+    """Authenticate every request once (bad credentials: 401 wherever they are sent).
+    What a caller may reach is checked by each view's guard (uws.web.access)."""
+    identity.current_caller()
 
 
 def _security_headers(response):

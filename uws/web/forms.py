@@ -11,7 +11,8 @@ import dataclasses
 
 from ..errors import BadRequest
 from ..jobs import parse_duration
-from ..services import ParameterError, ParamSpec, Service, collect
+from ..model import check_run_id
+from ..services import TRUE_WORDS, ParameterError, ParamSpec, Service, collect
 from .. import timeutil
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
@@ -46,7 +47,7 @@ class Field:
 
     @property
     def checked(self) -> bool:
-        return self.value.strip().lower() in ("true", "1", "yes", "on")
+        return self.value.strip().lower() in TRUE_WORDS
 
     @property
     def step(self) -> str:
@@ -130,8 +131,11 @@ def control_errors(control: dict[str, list[str]]) -> dict[str, str]:
                 check(value)
             except (BadRequest, ValueError) as exc:
                 errors[name] = str(exc).removeprefix(f"{name}: ")
-    if any(len(v) > 1024 for v in control.get("RUNID", [])):
-        errors["RUNID"] = "at most 1024 characters"
+    for value in control.get("RUNID", []):
+        try:
+            check_run_id(value)
+        except ValueError as exc:
+            errors["RUNID"] = str(exc)
     return errors
 
 

@@ -8,15 +8,16 @@ from werkzeug.datastructures import FileStorage
 
 from ..errors import BadRequest, NotFound
 from ..jobs import Caller
-from ..phases import parse_phase
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
+from .access import job_view
 from .downloads import download
 from .http import (FORM_TYPES, UnsupportedMediaType, base_url, check_unencoded, form_pairs,
                    job_url, jobs_api, query_value, see_other, single, split_control, text,
                    uploads, xml)
 from .negotiation import NEGOTIATED, wants_html
+from .paging import phase_value
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
@@ -48,6 +49,7 @@ def _back_to_list(service: str):
 # -- the job ------------------------------------------------------------------------
 
 @bp.route(JOB, methods=["GET"])
+@job_view
 def get_job(service: str, job_id: str):
     api = jobs_api()
     wait = query_value("WAIT")
@@ -72,15 +74,11 @@ def _wait_seconds(text_value: str) -> int:
 
 def _wait_phase():
     value = query_value("PHASE")
-    if value is None:
-        return None
-    try:
-        return parse_phase(value)
-    except ValueError as exc:
-        raise BadRequest(f"PHASE: {exc}") from None
+    return None if value is None else phase_value(value)
 
 
 @bp.route(JOB, methods=["POST"])
+@job_view
 def post_job(service: str, job_id: str):
     api = jobs_api()
     control, pairs = split_control(form_pairs(), JOB_CONTROL)
@@ -111,6 +109,7 @@ def _wants_delete(control: dict) -> bool:
 
 
 @bp.route(JOB, methods=["DELETE"])
+@job_view
 def delete_job(service: str, job_id: str):
     jobs_api().delete(service, job_id, caller())
     return _back_to_list(service)
@@ -119,11 +118,13 @@ def delete_job(service: str, job_id: str):
 # -- phase, executionduration, destruction --------------------------------------------
 
 @bp.route(JOB + "/phase", methods=["GET"])
+@job_view
 def get_phase(service: str, job_id: str):
     return text(_job(service, job_id).phase.value)
 
 
 @bp.route(JOB + "/phase", methods=["POST"])
+@job_view
 def post_phase(service: str, job_id: str):
     _change_phase(service, job_id, _phase_word(_required_form_value("PHASE")))
     return _back_to_job(service, job_id)
@@ -157,11 +158,13 @@ def _required_form_value(name: str) -> str:
 
 
 @bp.route(JOB + "/executionduration", methods=["GET"])
+@job_view
 def get_duration(service: str, job_id: str):
     return text(str(_job(service, job_id).execution_duration))
 
 
 @bp.route(JOB + "/executionduration", methods=["POST"])
+@job_view
 def post_duration(service: str, job_id: str):
     value = _required_form_value("EXECUTIONDURATION")
     jobs_api().set_execution_duration(service, job_id, value, caller())
@@ -169,11 +172,13 @@ def post_duration(service: str, job_id: str):
 
 
 @bp.route(JOB + "/destruction", methods=["GET"])
+@job_view
 def get_destruction(service: str, job_id: str):
     return text(format_time(_job(service, job_id).destruction))
 
 
 @bp.route(JOB + "/destruction", methods=["POST"])
+@job_view
 def post_destruction(service: str, job_id: str):
     value = _required_form_value("DESTRUCTION")
     jobs_api().set_destruction(service, job_id, value, caller())
@@ -183,16 +188,19 @@ def post_destruction(service: str, job_id: str):
 # -- read-only children ----------------------------------------------------------------
 
 @bp.route(JOB + "/quote", methods=["GET"])
+@job_view
 def get_quote(service: str, job_id: str):
     return text(format_time(_job(service, job_id).quote))
 
 
 @bp.route(JOB + "/owner", methods=["GET"])
+@job_view
 def get_owner(service: str, job_id: str):
     return text(_job(service, job_id).owner)
 
 
 @bp.route(JOB + "/error", methods=["GET"])
+@job_view
 def get_error(service: str, job_id: str):
     error = _job(service, job_id).error
     if error is None:
@@ -201,11 +209,13 @@ def get_error(service: str, job_id: str):
 
 
 @bp.route(JOB + "/results", methods=["GET"])
+@job_view
 def get_results(service: str, job_id: str):
     return xml(xmlr.results_document(_job(service, job_id), _links(service, job_id)))
 
 
 @bp.route(JOB + "/results/<result_id>", methods=["GET"])
+@job_view
 def get_result(service: str, job_id: str, result_id: str):
     job = _job(service, job_id)
     for r in job.results:
@@ -221,12 +231,14 @@ def get_result(service: str, job_id: str, result_id: str):
 # -- parameters ------------------------------------------------------------------------
 
 @bp.route(JOB + "/parameters", methods=["GET"])
+@job_view
 def get_parameters(service: str, job_id: str):
     job = _job(service, job_id)
     return xml(xmlr.parameters_document(job, _links(service, job_id)))
 
 
 @bp.route(JOB + "/parameters", methods=["POST"])
+@job_view
 def post_parameters(service: str, job_id: str):
     control, pairs = split_control(form_pairs(), {"RUNID"})
     if wants_html():
@@ -237,19 +249,21 @@ def post_parameters(service: str, job_id: str):
 
 
 @bp.route(JOB + "/parameters/<name>", methods=["GET"])
+@job_view
 def get_parameter(service: str, job_id: str, name: str):
     job = _job(service, job_id)
     params = [p for p in job.parameters if p.name.upper() == name.upper()]
     if not params:
         raise NotFound(f"job has no parameter {name!r}")
     p = params[0]
-    if p.by_reference and p.value.startswith("param:"):
+    if p.is_upload:
         return download(jobs_api().files.open_upload(job_id, p.name),
                         "application/octet-stream", p.name)
     return text("\n".join(q.value for q in params))
 
 
 @bp.route(JOB + "/parameters/<name>", methods=["PUT"])
+@job_view
 def put_parameter(service: str, job_id: str, name: str):
     api = jobs_api()
     if request.mimetype in FORM_TYPES:

@@ -7,6 +7,7 @@ from ..errors import BadRequest
 from ..jobs import Control
 from ..render import xml as xmlr
 from . import forms, pages, paging
+from .access import service_view
 from .http import (base_url, form_pairs, job_url, jobs_api, see_other, single, split_control,
                    text, uploads, xml)
 from .negotiation import NEGOTIATED, wants_html
@@ -27,6 +28,7 @@ def root():
 
 
 @bp.route("/<service>", methods=["GET", "HEAD"], strict_slashes=False)
+@service_view
 def job_list(service: str):
     api = jobs_api()
     if request.method == "GET" and wants_html():
@@ -49,6 +51,7 @@ def job_list(service: str):
 
 
 @bp.route("/<service>", methods=["POST"], strict_slashes=False)
+@service_view
 def create_job(service: str):
     api = jobs_api()
     api.service(service)    # 404 before reading any upload

@@ -76,8 +76,7 @@ class JobView:
         return [self._parameter(p) for p in self.job.parameters]
 
     def _parameter(self, p: Parameter) -> ParameterView:
-        uploaded = p.by_reference and p.value.startswith("param:")
-        if uploaded:
+        if p.is_upload:
             return ParameterView(p.name, p.name, self.links.parameter(p.name), True)
         return ParameterView(p.name, p.value, p.value if p.by_reference else None, False)
 

@@ -1,62 +1,72 @@
 """One page of a job list for browsers: filters, a window of jobs and links around it.
 
-The same query names as the XML list: ``PHASE`` (repeatable), ``AFTER``,
-``LAST`` (caps the whole list), ``start`` (offset) and ``extend`` (page size).
-The total is one index-only count; a page is one bounded read.
+The query is read by the XML list's parser (:func:`uws.web.paging.list_params`), so
+the same requests are accepted and refused: ``PHASE`` (repeatable), ``AFTER``,
+``LAST`` (the newest N, on one page), ``start`` (offset), ``extend`` (page size) and
+``cursor`` (a position from the XML list's Link header).  A page shows at most
+MAX_PAGE_SIZE rows.  The total is one index-only count; a page is one bounded read.
 """
 from __future__ import annotations
 
 import dataclasses
 from urllib.parse import urlencode
 
-from ..errors import BadRequest
-from ..phases import Phase, parse_phase
+from ..phases import Phase
 from ..model import ListQuery
 from ..timeutil import format_time
 from . import paging
-from .http import query_values
 
 PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500     # rows one page shows at most (the XML list allows paging.MAX_PAGE)
 FILTER_PHASES = tuple(p for p in Phase if p is not Phase.UNKNOWN)   # never set here
 
 
 @dataclasses.dataclass(frozen=True)
 class PageRequest:
-    phases: tuple[Phase, ...]
-    after: object
-    last: int | None
-    start: int
+    asked: paging.ListParams
     size: int
 
+    @property
+    def phases(self) -> tuple[Phase, ...]:
+        return self.asked.phases
+
+    @property
+    def start(self) -> int:
+        return self.asked.start
+
+    @property
+    def last(self) -> int | None:
+        return self.asked.last
+
     def filters(self) -> ListQuery:
-        return ListQuery(self.phases, self.after)
+        return ListQuery(self.phases, self.asked.after, before=self.asked.before)
 
     def window(self, total: int) -> ListQuery:
-        return ListQuery(self.phases, self.after, max(min(self.size, total - self.start), 0),
-                         self.start)
+        return dataclasses.replace(self.filters(), limit=max(min(self.size, total - self.start), 0),
+                                   offset=self.start)
 
     def params(self, **changes) -> list[tuple[str, str]]:
         """Query pairs of this request with some values changed (None drops one)."""
-        values = {"PHASE": [p.value for p in self.phases],
-                  "AFTER": format_time(self.after) if self.after else None,
-                  "LAST": self.last, "extend": None if self.size == PAGE_SIZE else self.size,
-                  "start": self.start or None}
+        a = self.asked
+        values = {"PHASE": [p.value for p in a.phases],
+                  "AFTER": format_time(a.after) if a.after else None,
+                  "LAST": a.last, "extend": None if a.extend is None else self.page_extend,
+                  "start": a.start or None,
+                  "cursor": a.cursor}
         values.update(changes)
         return [(name, str(v)) for name, vs in values.items()
                 for v in (vs if isinstance(vs, list) else [vs]) if v is not None]
 
+    @property
+    def page_extend(self) -> int | None:
+        """The extend a link to another page carries: none for the default size."""
+        return None if self.size == PAGE_SIZE else self.size
+
 
 def page_request() -> PageRequest:
-    try:
-        phases = tuple(parse_phase(p) for p in query_values("PHASE"))
-    except ValueError as exc:
-        raise BadRequest(f"PHASE: {exc}") from None
-    start = paging.int_value("start", minimum=0) or 0
-    if start > paging.MAX_START:
-        raise BadRequest(f"start: at most {paging.MAX_START}")
-    size = min(paging.int_value("extend", minimum=1) or PAGE_SIZE, 500)
-    return PageRequest(phases, paging.time_value("AFTER"),
-                       paging.int_value("LAST", minimum=1), start, size)
+    asked = paging.list_params()
+    size = min(asked.last or asked.extend or PAGE_SIZE, MAX_PAGE_SIZE)
+    return PageRequest(asked, size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +99,8 @@ class Page:
     def next_url(self) -> str | None:
         if self.last >= self.total:
             return None
-        return self.url(start=self.last)
+        # LAST allows no paging: past a page of it, the list goes on uncapped
+        return self.url(start=self.last, LAST=None, extend=self.request.page_extend)
 
     def phase_filters(self) -> list[tuple[str, bool, str]]:
         """(phase, selected, URL toggling it) for each phase."""

@@ -1,4 +1,5 @@
-"""Job-list filters (UWS 1.1 §2.2.2.1) and our paging extension, from the query string.
+"""Job-list filters (UWS 1.1 §2.2.2.1) and our paging extension, from the query string:
+the one parser of both the XML list and the HTML list page.
 
 Paging: ``extend=N`` asks for a page of N jobs, newest first, and ``start=K``
 skips K (an offset, kept for clients of the proposed UWS paging).  Every full
@@ -9,27 +10,56 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime as dt
 from urllib.parse import urlencode
 
 from ..errors import BadRequest
-from ..model import is_job_id
-from ..phases import parse_phase
-from ..model import ListQuery
+from ..model import ListQuery, is_job_id
+from ..phases import Phase, parse_phase
 from ..timeutil import parse_time
 from .http import query_value, query_values
 
 MAX_PAGE = 10000
 MAX_LAST = 2**31 - 1
 MAX_START = 100000     # deeper offsets cost a scan; the Link cursor does not
+DEFAULT_PAGE = 100     # start or cursor without extend
 
 
-def list_query() -> tuple[ListQuery, bool]:
-    """The ListQuery of this request, and whether it asked for paging."""
+def phase_value(text: str) -> Phase:
+    """A PHASE query value (the list filter, or the phase a WAIT watches); 400 if unknown."""
     try:
-        phases = tuple(parse_phase(p) for p in query_values("PHASE"))
+        return parse_phase(text)
     except ValueError as exc:
         raise BadRequest(f"PHASE: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class ListParams:
+    """The list query parameters of a request, checked: what the XML list and the
+    HTML list page both read, so both accept and refuse the same requests."""
+    phases: tuple[Phase, ...] = ()
+    after: dt.datetime | None = None
+    last: int | None = None
+    start: int = 0
+    extend: int | None = None
+    cursor: str | None = None                       # as sent, for links that keep it
+    before: tuple[dt.datetime, str] | None = None   # the cursor decoded
+
+    @property
+    def paged(self) -> bool:
+        return self.extend is not None or self.start > 0 or self.cursor is not None
+
+    def query(self) -> ListQuery:
+        """What the XML list reads: LAST, or a page (``extend``, or 100 when paging)."""
+        limit = self.last if self.last is not None else \
+            (self.extend or (DEFAULT_PAGE if self.paged else None))
+        return ListQuery(self.phases, self.after, limit, self.start, self.before)
+
+
+def list_params() -> ListParams:
+    """The list query parameters of this request; BadRequest for any bad one."""
+    phases = tuple(phase_value(p) for p in query_values("PHASE"))
     after = time_value("AFTER")
     last = int_value("LAST", minimum=1)
     if last is not None:
@@ -37,17 +67,23 @@ def list_query() -> tuple[ListQuery, bool]:
     start = int_value("start", minimum=0) or 0
     extend = int_value("extend", minimum=1)
     cursor = query_value("cursor")
-    paged = extend is not None or start > 0 or cursor is not None
-    if last is not None and paged:
+    params = ListParams(phases, after, last, start, extend, cursor)
+    if last is not None and params.paged:
         raise BadRequest("LAST cannot be combined with start, extend or cursor")
     if start > MAX_START:
         raise BadRequest(f"start: at most {MAX_START}; follow the Link header's cursor "
                          "to page deeper")
     if extend is not None and extend > MAX_PAGE:
         raise BadRequest(f"extend: at most {MAX_PAGE}")
-    limit = last if last is not None else (extend or (100 if paged else None))
-    before = decode_cursor(cursor) if cursor is not None else None
-    return ListQuery(phases, after, limit, start, before), paged
+    if cursor is not None:
+        params = dataclasses.replace(params, before=decode_cursor(cursor))
+    return params
+
+
+def list_query() -> tuple[ListQuery, bool]:
+    """The ListQuery of this request for the XML list, and whether it asked for paging."""
+    params = list_params()
+    return params.query(), params.paged
 
 
 def int_value(name: str, minimum: int) -> int | None:
