@@ -32,8 +32,8 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 HOST = "127.0.0.1"
 SERVICE = "sleep"
@@ -366,7 +366,7 @@ class Clients:
         self.http = http if http is not None else [HttpClient(base_url) for _ in range(n)]
         self.server_cpu = server_cpu
 
-    def first(self, k: int) -> "Clients":
+    def first(self, k: int) -> Clients:
         """The first ``k`` of these clients (same connections), e.g. one for sequential
         timing."""
         return Clients(http=self.http[:k], server_cpu=self.server_cpu)
@@ -608,7 +608,7 @@ class Plan:
     queued_jobs: int = 200
 
     @classmethod
-    def quick(cls, clients: int, jobs: int | None, sizes: list[int] | None) -> "Plan":
+    def quick(cls, clients: int, jobs: int | None, sizes: list[int] | None) -> Plan:
         return cls(jobs=jobs or 100, clients=clients, sizes=sizes or [1000, 10000],
                    get_requests=400, last_requests=200, list_requests=100, offset_requests=20,
                    link_hops=10, wake_rounds=5, run_rounds=5, queued_jobs=50)

@@ -68,7 +68,7 @@ class Hostile:
                 "file_path": self.file_path}
 
     @classmethod
-    def from_params(cls, params: dict) -> "Hostile":
+    def from_params(cls, params: dict) -> Hostile:
         params = dict(params)
         file_path = params.pop("file_path")
         hostile = cls(**params)

@@ -38,9 +38,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import (  # noqa: E402
+    REQUEST_ERRORS,
+    SERVICE,
+    HttpClient,
+    Response,
+    Server,
+    job_id_of,
+    load_average,
+    next_link,
+    percentile,
+    phase_of,
+)
 from hostile import Hostile, HostileProcess  # noqa: E402
-from bench import (REQUEST_ERRORS, SERVICE, HttpClient, Response, Server,  # noqa: E402
-                   job_id_of, load_average, next_link, percentile, phase_of)
 
 TIMEOUT = (5, 30)        # (connect, read) seconds; the longest request is a WAIT=2
 WAIT = 2                 # GET {job}?WAIT=...
@@ -128,7 +138,7 @@ class Record:
         self.statuses: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         self.problems: list[str] = []
 
-    def merge(self, other: "Record") -> None:
+    def merge(self, other: Record) -> None:
         for op, values in other.latencies.items():
             self.latencies[op].extend(values)
         for op, counts in other.statuses.items():

@@ -28,13 +28,13 @@ from lxml import etree
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != CHECKOUT]
 try:
-    import uws  # noqa: E402
+    import uws  # noqa: E402, F401  (is it installed?)
 except ImportError:
     pytest.exit("the uws package is not installed: run pip install '.[test]' first", 2)
 
 from uws import config as config_mod  # noqa: E402
-from uws.resources import uws_schema_path
-from uws.web.app import create_app, shutdown
+from uws.resources import uws_schema_path  # noqa: E402
+from uws.web.app import create_app, shutdown  # noqa: E402
 
 POSTGRES_URL = os.environ.get("UWS_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")

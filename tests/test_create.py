@@ -97,9 +97,9 @@ def test_new_job_is_pending(client):
 
 
 def test_new_job_has_creation_time_duration_and_destruction(client):
-    before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     job = job_xml(client, create(client))
-    after = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    after = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     created = parse_time(text(job, "creationTime"))
     assert before - dt.timedelta(seconds=1) <= created <= after
     assert text(job, "executionDuration") == "600"
@@ -177,7 +177,7 @@ def test_execution_duration_at_creation_is_clamped_to_the_service_maximum(client
 
 
 def test_destruction_can_be_given_at_creation(client):
-    when = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0) \
+    when = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0) \
         + dt.timedelta(days=2)
     job = job_xml(client, create(client, DESTRUCTION=when.strftime("%Y-%m-%dT%H:%M:%SZ")))
     assert text(job, "destruction") == when.strftime("%Y-%m-%dT%H:%M:%S.000Z")

@@ -7,7 +7,7 @@ from uws import estimates
 from uws.model import Job
 from uws.phases import Phase
 
-NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
 def job(phase=Phase.EXECUTING, started_ago=10.0, progress=None, duration=600) -> Job:

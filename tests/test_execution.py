@@ -162,7 +162,7 @@ def test_exceeding_the_execution_duration_aborts_within_a_second(client):
 
 def soon() -> dt.datetime:
     """A destruction time still in the future when a loaded machine sends it."""
-    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=2)
+    return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
 
 
 def test_destruction_kills_and_forgets_the_job_within_a_second(client, config):
@@ -172,7 +172,7 @@ def test_destruction_kills_and_forgets_the_job_within_a_second(client, config):
     assert client.post(f"{path}/destruction", data={"DESTRUCTION": when.isoformat()}) \
         .status_code == 303
     wait_for(lambda: client.get(path).status_code == 404, timeout=5)
-    assert dt.datetime.now(dt.timezone.utc) - when < dt.timedelta(seconds=1.5)
+    assert dt.datetime.now(dt.UTC) - when < dt.timedelta(seconds=1.5)
     wait_for(lambda: gone(pids), timeout=2)
     job_id = path.rsplit("/", 1)[1]
     assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()
@@ -218,9 +218,11 @@ def _xml_time(doc: str, tag: str) -> dt.datetime:
 
 
 def test_a_url_file_parameter_is_fetched_by_the_job(tmp_path, db_url):
-    from conftest import LiveServer
     import hashlib
+
     import requests
+
+    from conftest import LiveServer
     # The server's own results are on loopback: allow-listed for this checksum service.
     services = {"sleep": SERVICES["sleep"],
                 "checksum": {"runner": "uws.demo:checksum", "fetch_hosts": ["127.0.0.1"],
@@ -365,6 +367,7 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll()
     not be lost (the worker would otherwise sleep a whole poll interval)."""
     import threading
     import types
+
     from uws.execution import process
 
     taken = threading.Event()

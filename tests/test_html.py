@@ -178,7 +178,7 @@ def test_errors_are_pages_for_browsers_and_text_for_clients(client):
 @pytest.mark.parametrize("accept", [BROWSER, {}])
 @pytest.mark.parametrize("host", ["a..b", "xn--a", "a" * 64, "", ":8700"])
 def test_an_unusable_host_header_answers_400_in_text(live_server, host, accept):
-    import requests     # over real HTTP: werkzeug's test client itself fails on such hosts
+    import requests  # over real HTTP: werkzeug's test client itself fails on such hosts
     r = requests.get(f"{live_server.url}/sleep", headers={**accept, "Host": host}, timeout=10)
     assert r.status_code == 400
     assert r.headers["Content-Type"] == "text/plain; charset=utf-8"

@@ -215,6 +215,7 @@ def basic_only(tmp_path, db_url):
     """Basic authentication only, with the sleep service closed to anonymous callers
     and the checksum service open to them."""
     import dataclasses
+
     from uws.auth import AuthConfig
     cfg = make_config(tmp_path, db_url, executor="none", scheduler=False)
     cfg.auth = AuthConfig(modes=("basic",), users={

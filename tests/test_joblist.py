@@ -9,6 +9,7 @@ import pytest
 from lxml import etree
 
 from uws.store.tables import job as job_table
+
 from conftest import make_config
 from uwshelp import HREF, NIL, NS, create_id, path_of
 

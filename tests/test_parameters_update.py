@@ -9,8 +9,17 @@ import io
 
 import pytest
 
-from uwshelp import (ACTIVE, NS, assert_303_to_job, create, job_id, job_xml, path_of,
-                     run_to_end, wait_while)
+from uwshelp import (
+    ACTIVE,
+    NS,
+    assert_303_to_job,
+    create,
+    job_id,
+    job_xml,
+    path_of,
+    run_to_end,
+    wait_while,
+)
 
 
 def params_of(client, path: str) -> list[tuple[str, str]]:

@@ -6,8 +6,18 @@ import datetime as dt
 
 import pytest
 
-from uwshelp import (NIL, NS, assert_303_to_job, create, job_id, job_xml, phase, run_to_end,
-                     text, wait_while)
+from uwshelp import (
+    NIL,
+    NS,
+    assert_303_to_job,
+    create,
+    job_id,
+    job_xml,
+    phase,
+    run_to_end,
+    text,
+    wait_while,
+)
 
 STARTED = ("QUEUED", "EXECUTING", "COMPLETED")
 MAX_DURATION = 3600                  # the sleep service's max_execution_duration
@@ -37,7 +47,7 @@ def executing(client, **params) -> str:
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def shown(when: dt.datetime) -> str:

@@ -29,15 +29,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, Phase as HPhase, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import Phase as HPhase
+from hypothesis import strategies as st
 from lxml import etree
 from werkzeug.datastructures import MultiDict
 
-from conftest import ValidatingClient, make_config
 from uws.model import Result
 from uws.phases import Phase
 from uws.timeutil import parse_time
 from uws.web.app import create_app, shutdown
+
+from conftest import ValidatingClient, make_config
 from uwshelp import NS, path_of
 
 SENTINEL = f"uws-secret-{uuid.uuid4().hex}"
@@ -222,8 +225,9 @@ NUMBERS = st.one_of(
                      "9223372036854775807", "9223372036854775808", "-1", ""]))
 
 OFFSETS = st.builds(lambda m: dt.timezone(dt.timedelta(minutes=m)), st.integers(-1439, 1439))
-DATETIMES = st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-                         timezones=st.one_of(st.none(), st.just(dt.timezone.utc), OFFSETS))
+DATETIMES = st.datetimes(min_value=dt.datetime(1, 1, 1),
+                         max_value=dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+                         timezones=st.one_of(st.none(), st.just(dt.UTC), OFFSETS))
 
 
 def _formats(d: dt.datetime, how: int) -> str:

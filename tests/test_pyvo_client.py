@@ -265,7 +265,7 @@ def test_pyvo_execution_duration_cannot_change_while_executing(url):
 
 def test_pyvo_destruction_setter_round_trips(url):
     job = AsyncTAPJob(create(url, DURATION="5"))
-    wanted = (dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    wanted = (dt.datetime.now(dt.UTC).replace(tzinfo=None)
               + dt.timedelta(days=2)).replace(microsecond=654321)
     job.destruction = wanted        # pyvo sends a six-digit fraction and a Z
     got = utc(job.destruction)
@@ -313,9 +313,9 @@ def test_parse_job_reports_version_1_1(url):
 
 
 def test_parse_job_creation_time_parses_as_utc_near_now(url):
-    before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     doc = parse_job(io.BytesIO(job_xml(create(url, DURATION="5"))))
-    after = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    after = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     created = utc(doc.creationtime)
     # the wire carries milliseconds, so allow the truncation
     assert before - dt.timedelta(milliseconds=1) <= created <= after
@@ -379,7 +379,7 @@ def test_parse_job_list_reads_jobrefs(url):
     p, a = jobs[pending.rsplit("/", 1)[-1]], jobs[aborted.rsplit("/", 1)[-1]]
     assert (p.phase, p.runid) == ("PENDING", "first")
     assert (a.phase, a.runid) == ("ABORTED", "second")
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     for j in (p, a):
         assert now - dt.timedelta(minutes=1) < utc(j.creationtime) <= now
 
@@ -451,7 +451,7 @@ def test_pyvo_get_job_list_after_excludes_older_jobs(tap):
     service = TAPService(tap)
     old = create(tap, "async", DURATION="5").rsplit("/", 1)[-1]
     time.sleep(0.05)
-    cut = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    cut = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     time.sleep(0.05)
     new = create(tap, "async", DURATION="5").rsplit("/", 1)[-1]
     listed = [j.jobid for j in service.get_job_list(after=cut)]

@@ -282,6 +282,7 @@ def test_a_job_killing_its_supervisor_still_leaves_nothing_with_cgroups(client, 
 def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, config):
     import subprocess
     import uuid
+
     from uws.sweeps import Sweeps
     if api.executor.cgroups is None:
         need_cgroups()
@@ -289,7 +290,8 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
     left = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         assert api.executor.cgroups.enter(job_id, left.pid)
-        Sweeps(config=config, store=api.store, files=api.files, executor=api.executor)._recover(job_id, "escape")
+        sweeps = Sweeps(config=config, store=api.store, files=api.files, executor=api.executor)
+        sweeps._recover(job_id, "escape")
         left.wait(5)
         assert not api.executor.cgroups.path(job_id).exists()
     finally:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 
-
 def test_create_answers_303_to_absolute_job_url(client):
     r = client.post("/sleep", data={"DURATION": "0"})
     assert r.status_code == 303

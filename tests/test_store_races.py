@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from uws.model import ErrorSummary
 from uws.phases import Phase
 from uws.store.engine import create_schema, make_engine
+
 from uwshelp import create_id
 
 ROUNDS = 20

@@ -8,7 +8,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def main(argv=None) -> int:
@@ -112,6 +112,8 @@ def _listen(app, cfg):
 
 
 def _run(server, app: DeferredApp) -> int:
+    from flask import Flask
+
     from .web.app import shutdown
 
     def _stop(signum, frame):
@@ -124,7 +126,8 @@ def _run(server, app: DeferredApp) -> int:
         pass
     finally:
         server.close()
-        shutdown(app.app)
+        if isinstance(app.app, Flask):
+            shutdown(app.app)
     return 0
 
 

@@ -38,13 +38,13 @@ import select
 import threading
 import time
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 from waitress.utilities import Error
-from waitress import wasyncore
 
 log = logging.getLogger("uws.httpserver")
 

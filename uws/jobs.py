@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from . import estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
-from .model import Job, ListQuery, Parameter, fits_xml, is_job_id, new_job_id
+from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
 from .phases import Phase
 from .ports import Executor, Files, JobStore, Settings, Watch
 from .services import ParameterError, Service, collect
@@ -328,12 +328,10 @@ class TypicalRunTimes:
 
 
 def _check_run_id(run_id: str | None) -> None:
-    # TODO(issue 10): import at the top (and drop fits_xml there) once the store
-    # refactor of this module has landed; kept local to keep that merge simple.
-    from .model import check_run_id
+    if run_id is None:
+        return
     try:
-        if run_id is not None:
-            check_run_id(run_id)
+        check_run_id(run_id)
     except ValueError as exc:
         raise BadRequest(f"RUNID: {exc}") from None
 

@@ -9,8 +9,9 @@ unit tests.  Nothing here imports Flask or SQLAlchemy.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import IO, Any, Protocol
 
 from .model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from .phases import Phase

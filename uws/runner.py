@@ -26,8 +26,9 @@ This module imports little beyond the standard library, so a job starts fast.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Protocol
+from typing import IO, Any, Protocol
 
 
 class Context(Protocol):

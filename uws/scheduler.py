@@ -9,7 +9,6 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from . import timing
 
 
-
 def start_scheduler(sweeps) -> BackgroundScheduler:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)   # one line per run otherwise
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1,

@@ -75,7 +75,8 @@ class ParamSpec:
         if not numeric and (self.minimum is not None or self.maximum is not None):
             raise ValueError(f"parameter {self.name}: min and max are for integer and float "
                              "parameters")
-        if numeric and None not in (self.minimum, self.maximum) and self.minimum > self.maximum:
+        if (numeric and self.minimum is not None and self.maximum is not None
+                and self.minimum > self.maximum):
             raise ValueError(f"parameter {self.name}: min is above max")
         self._check_default()
 

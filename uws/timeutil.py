@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 # What datetime.fromisoformat does not read: reduced precision (a year, a
 # month) and ordinal dates, extended or basic.  Each means its first instant.
 _YEAR_MONTH = re.compile(r"(\d{4})(?:-(\d{2}))?")

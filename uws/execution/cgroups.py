@@ -47,7 +47,7 @@ def _own_path() -> str | None:
     return None
 
 
-def detect() -> "JobCgroups | None":
+def detect() -> JobCgroups | None:
     """Per-job cgroups under this process's cgroup, or None (with the reason logged)."""
     mount, own = _v2_mount(), _own_path()
     if mount is None or own is None:

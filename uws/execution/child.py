@@ -90,6 +90,7 @@ class ChildContext:
         refused unless the service allow-lists the host (``fetch_hosts``); the size
         is capped; :class:`~uws.execution.fetch.FetchError` says why it failed."""
         import uuid
+
         from .fetch import fetch
         name = filename or f"url-{uuid.uuid4().hex[:12]}"
         if "/" in name or name.startswith("."):
@@ -102,8 +103,8 @@ class ChildContext:
 
 
 def typed_parameters(task: dict) -> dict:
-    from ..services import ParamSpec, typed_values
     from ..model import Parameter
+    from ..services import ParamSpec, typed_values
     specs = [ParamSpec(**{**s, "choices": tuple(s["choices"])}) for s in task["specs"]]
     params = [Parameter(n, v, b) for n, v, b in task["parameters"]]
     return typed_values(specs, params)
@@ -125,6 +126,7 @@ def fetch_inputs(task: dict, reporter: Reporter) -> bool:
     """A command's URL file parameters, fetched to the local paths its command line
     names before it starts; False (the error reported) if one cannot be."""
     from pathlib import Path
+
     from .fetch import FetchError, fetch
     settings = task.get("fetch") or {}
     for name, url, path in task.get("downloads", ()):

@@ -7,7 +7,7 @@ import mimetypes
 import os
 import select
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .. import timing
 from ..errors import NotFound

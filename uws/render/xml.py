@@ -6,13 +6,13 @@ Roots carry ``version="1.1"`` and declare the literal prefixes ``uws``,
 from __future__ import annotations
 
 import io
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from urllib.parse import quote
 
 from lxml import etree
 
-from ..model import Job, JobRef, xml_text
 from .. import timeutil
+from ..model import Job, JobRef, xml_text
 from ..timeutil import format_time
 
 UWS_NS = "http://www.ivoa.net/xml/UWS/v1.0"
@@ -96,6 +96,7 @@ def _results(parent, job: Job, links: Links):
 
 def _error(parent, job: Job) -> None:
     err = job.error
+    assert err is not None      # called only for jobs with an error summary
     el = etree.SubElement(parent, _U + "errorSummary", type=err.type,
                           hasDetail="true" if err.has_detail else "false")
     _sub(el, "message", xml_text(err.message))

@@ -11,19 +11,22 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..errors import OverQuota
 from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
-from ..services import Quota
 from ..phases import Event, Phase
+from ..services import Quota
 from .engine import create_schema, make_engine
 from .running import RunningQueries
-from .tables import job as J, job_bytes as B, parameter as P, result as R
-
+from .tables import job as J
+from .tables import job_bytes as B
+from .tables import parameter as P
+from .tables import result as R
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
 _PHASE = {p.value: p for p in Phase}

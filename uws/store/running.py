@@ -4,20 +4,21 @@ destruction and quotes.  Mixed into Store, which provides ``engine``,
 from __future__ import annotations
 
 import datetime as dt
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..phases import Event, Phase
-from .tables import job as J, result as R
+from .tables import job as J
+from .tables import result as R
 
 
 class _OverCap(Exception):
     """Rolls back a claim that would take an owner past its running cap."""
 
 
-_SERVICES = sa.bindparam("services", expanding=True)
+_SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
 # Each owner with queued jobs: its best priority and its oldest job.
 _QUEUED_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.max(J.c.priority),
                             sa.func.min(J.c.creation_time))

@@ -1,8 +1,20 @@
 """The SQL schema: four tables and the indexes the list queries walk."""
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index,
-                        Integer, MetaData, String, Table, Text)
+from sqlalchemy import (
+                        BigInteger,
+                        Boolean,
+                        Column,
+                        DateTime,
+                        Float,
+                        ForeignKey,
+                        Index,
+                        Integer,
+                        MetaData,
+                        String,
+                        Table,
+                        Text,
+)
 
 metadata = MetaData()
 

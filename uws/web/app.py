@@ -18,8 +18,8 @@ from ..jobs import Jobs
 from ..ports import Executor
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
-from ..sweeps import Sweeps
 from ..store import Store
+from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
 from . import identity, job, joblist, pages, static
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, text

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 
 from flask import request, send_file
+from werkzeug import Response
 from werkzeug.exceptions import RequestedRangeNotSatisfiable
 from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
@@ -11,14 +12,14 @@ from werkzeug.wsgi import wrap_file
 SANDBOX = "sandbox; default-src 'none'"
 
 
-def download(opened, mime_type: str, name: str):
+def download(opened, mime_type: str, name: str) -> Response:
     """``opened`` is (binary file, os.stat_result) from JobFiles.open_*.
 
     Sent as an attachment of its declared type and sandboxed, so even a result
     that is HTML can never run script on this origin.  Served from the open
     file, never by path again (see files._open_inside)."""
     file, st = opened
-    response = send_file(file, mimetype=mime_type or "application/octet-stream",
+    response: Response = send_file(file, mimetype=mime_type or "application/octet-stream",
                          as_attachment=True, download_name=name, conditional=False,
                          etag=False, max_age=0)
     response.content_type = mime_type or "application/octet-stream"   # as declared, verbatim
@@ -36,7 +37,9 @@ def download(opened, mime_type: str, name: str):
         # a client that never reads then holds; the server's file wrapper (as for a
         # whole file) sends from its event loop instead, exactly the range's bytes.
         span = response.content_range
-        response.response = wrap_file(request.environ, FileSpan(file, span.start, span.stop))
+        assert span is not None and span.start is not None and span.stop is not None
+        response.response = wrap_file(request.environ,
+                                      FileSpan(file, span.start, span.stop))  # type: ignore[arg-type]
     response.headers["Content-Security-Policy"] = SANDBOX
     return response
 

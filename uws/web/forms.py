@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import timeutil
 from ..errors import BadRequest
 from ..jobs import parse_duration
 from ..model import check_run_id
 from ..services import TRUE_WORDS, ParameterError, ParamSpec, Service, collect
-from .. import timeutil
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
           "datetime": "datetime-local", "file": "file", "string": "text"}

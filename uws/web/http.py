@@ -95,7 +95,7 @@ def check_unencoded() -> None:
 def form_pairs(include_query: bool = True) -> list[tuple[str, str]]:
     """(name, value) pairs of the query string and the form body, in order."""
     check_form_body()
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     if include_query:
         _check_utf8(request.query_string, "the query string")
         pairs.extend(request.args.items(multi=True))

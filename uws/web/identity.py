@@ -17,8 +17,8 @@ import hmac
 
 from flask import current_app, g, request
 
-from ..errors import BadRequest, UWSError
 from ..auth import AuthConfig, token_digest
+from ..errors import BadRequest, UWSError
 from ..jobs import ANONYMOUS, Caller
 from .passwords import PasswordGate
 

@@ -13,9 +13,22 @@ from ..timeutil import format_time
 from . import forms, identity, pages
 from .access import job_view
 from .downloads import download
-from .http import (FORM_TYPES, UnsupportedMediaType, base_url, check_unencoded, form_pairs,
-                   job_url, jobs_api, query_value, see_other, single, split_control, text,
-                   uploads, xml)
+from .http import (
+    FORM_TYPES,
+    UnsupportedMediaType,
+    base_url,
+    check_unencoded,
+    form_pairs,
+    job_url,
+    jobs_api,
+    query_value,
+    see_other,
+    single,
+    split_control,
+    text,
+    uploads,
+    xml,
+)
 from .negotiation import NEGOTIATED, wants_html
 from .paging import phase_value
 
@@ -126,7 +139,9 @@ def get_phase(service: str, job_id: str):
 @bp.route(JOB + "/phase", methods=["POST"])
 @job_view
 def post_phase(service: str, job_id: str):
-    _change_phase(service, job_id, _phase_word(_required_form_value("PHASE")))
+    word = _phase_word(_required_form_value("PHASE"))
+    assert word is not None         # a required value is never absent
+    _change_phase(service, job_id, word)
     return _back_to_job(service, job_id)
 
 

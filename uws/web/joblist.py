@@ -8,10 +8,20 @@ from ..jobs import Control
 from ..render import xml as xmlr
 from . import forms, pages, paging
 from .access import service_view
-from .http import (base_url, form_pairs, job_url, jobs_api, see_other, single, split_control,
-                   text, uploads, xml)
-from .negotiation import NEGOTIATED, wants_html
+from .http import (
+    base_url,
+    form_pairs,
+    job_url,
+    jobs_api,
+    see_other,
+    single,
+    split_control,
+    text,
+    uploads,
+    xml,
+)
 from .job import caller
+from .negotiation import NEGOTIATED, wants_html
 
 bp = Blueprint("joblist", __name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from urllib.parse import urlencode
 
-from ..phases import Phase
 from ..model import ListQuery
+from ..phases import Phase
 from ..timeutil import format_time
 from . import paging
 

@@ -12,8 +12,8 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from ..errors import UWSError
 from ..phases import Phase
-from ..timeutil import format_time
 from ..render.xml import Links
+from ..timeutil import format_time
 from . import forms, listpage
 from .http import base_url, job_url, jobs_api
 from .jobview import JobView
