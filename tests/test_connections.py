@@ -429,3 +429,48 @@ def test_the_epoll_loop_serves_connections_whose_descriptor_numbers_are_reused(b
     finally:
         stop.set()
         thread.join(5)
+
+
+def test_a_connection_never_receives_the_events_of_a_closed_one_with_its_number():
+    import select
+
+    from uws.httpserver import EpollLoop
+
+    class Conn:
+        accepting = False
+
+        def __init__(self, name, log):
+            self.name, self.log = name, log
+
+        def readable(self):
+            return True
+
+        def writable(self):
+            return False
+
+        def handle_read_event(self):
+            self.log.append((self.name, "read"))
+            if self.name == "a":        # closing b, and accepting c under b's number
+                socket_map[6] = Conn("c", self.log)
+
+        def handle_close(self):
+            self.log.append((self.name, "close"))
+
+    class FakeEpoll:
+        def register(self, fd, flags):
+            pass
+
+        modify = register
+
+        def unregister(self, fd):
+            pass
+
+        def poll(self, timeout):
+            return [(5, select.EPOLLIN), (6, select.EPOLLHUP)]
+
+    log: list = []
+    socket_map = {5: Conn("a", log), 6: Conn("b", log)}
+    loop = EpollLoop()
+    loop._epoll = FakeEpoll()
+    loop.turn(0, socket_map)
+    assert log == [("a", "read")]       # b's hang-up reached neither b (gone) nor c

@@ -246,9 +246,11 @@ class EpollLoop:
             events = self._epoll.poll(timeout)
         except InterruptedError:
             return
-        for fd, flags in events:
-            obj = map.get(fd)
-            if obj is not None:
+        # Who each event is for, taken before any is handled: handling one may close
+        # a connection and accept another under the same descriptor number, which
+        # must not receive the closed one's events (a hang-up would close it unserved).
+        for obj, fd, flags in [(map.get(fd), fd, flags) for fd, flags in events]:
+            if obj is not None and map.get(fd) is obj:
                 wasyncore.readwrite(obj, flags)
 
     def _register(self, map: dict) -> None:
