@@ -95,7 +95,7 @@ def read_status(engine: sa.Engine) -> Status:
 def status_of(conn: sa.Connection) -> Status:
     scripts = _scripts()
     revision = MigrationContext.configure(conn).get_current_revision()
-    return Status(revision, _head(), revision is None or _known(scripts, revision),
+    return Status(revision, newest_revision(), revision is None or _known(scripts, revision),
                   sa.inspect(conn).has_table("uws_job"))
 
 
@@ -152,7 +152,7 @@ def _scripts() -> ScriptDirectory:
 
 
 @functools.cache
-def _head() -> str:
+def newest_revision() -> str:
     head = _scripts().get_current_head()
     assert head is not None, f"no migration in {MIGRATIONS}"
     return head
