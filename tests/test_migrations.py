@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -128,6 +129,62 @@ def test_a_database_older_than_uws_job_bytes_gains_it(db_url):
         store.close()
     assert revision_of(db_url) == head()
     assert differences(db_url) == []
+
+
+_NEXT = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.add_column("uws_job", sa.Column("note", sa.Text))
+
+
+def downgrade():
+    op.drop_column("uws_job", "note")
+"""
+
+
+@pytest.fixture
+def later_version(tmp_path, monkeypatch):
+    """Call it to become a later uws: the shipped migrations plus a revision 0002."""
+    later = tmp_path / "migrations"
+    caches = (schema_mod._scripts, schema_mod.newest_revision)
+
+    def become() -> str:
+        shutil.copytree(schema_mod.MIGRATIONS, later,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (later / "versions" / "v0002_note.py").write_text(_NEXT)
+        monkeypatch.setattr(schema_mod, "MIGRATIONS", later)
+        for cached in caches:
+            cached.cache_clear()
+        return "0002"
+
+    yield become
+    monkeypatch.undo()
+    for cached in caches:
+        cached.cache_clear()
+
+
+def test_a_database_at_an_older_revision_is_upgraded_at_start(db_url, later_version):
+    store = Store(db_url)
+    store.insert_job(a_job(1))
+    store.close()
+    assert revision_of(db_url) == "0001"
+
+    newer = later_version()
+    store = Store(db_url)
+    try:
+        assert revision_of(db_url) == newer
+        assert "note" in {c["name"] for c in sa.inspect(store.engine).get_columns("uws_job")}
+        assert store.get_job(a_job(1).id, "sleep", "alice").parameters == a_job(1).parameters
+    finally:
+        store.close()
 
 
 def test_an_unknown_revision_is_refused_and_left_alone(db_url):

@@ -102,7 +102,8 @@ def _db_action(action: str, engine) -> str:
     if status.current:
         return f"revision {status.revision}, the newest"
     if status.known:
-        return f"revision {status.revision} (uws db upgrade or uws serve brings it to {status.head})"
+        return (f"revision {status.revision} "
+                f"(uws db upgrade or uws serve brings it to {status.head})")
     return (f"revision {status.revision}, unknown to this uws (its newest is {status.head}): "
             "a newer uws made it")
 
