@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,7 +68,16 @@ class Status(NamedTuple):
 
 def create_schema(engine: sa.Engine) -> None:
     """Bring the database to the newest revision (see the module's doc)."""
-    before, after = upgrade(engine)
+    for attempt in range(5):
+        try:
+            before, after = upgrade(engine)
+            break
+        except sa.exc.OperationalError:
+            # SQLite: "database is locked" from a connection opened while another
+            # process turns the new file to WAL, where no busy handler waits.
+            if engine.dialect.name != "sqlite" or attempt == 4:
+                raise
+            time.sleep(0.1 * (attempt + 1))
     if before != after:
         log.info("database schema upgraded from %s to %s", before or "none", after)
 
