@@ -168,12 +168,14 @@ def test_jobs_run_on_workers_once_each_whatever_front_end_or_worker_fails(rabbit
         requests.post(f"{fronts[1]}/work/{job_id}/phase", data={"PHASE": "ABORT"}, timeout=30)
     # kill one worker while it holds running jobs
     wait_for(lambda: _running(cluster) >= 1, timeout=60, step=0.05)
+    assert all(w.poll() is None for w in cluster.workers), "a worker died by itself"
     doomed.send_signal(signal.SIGKILL)
 
     def all_ended():
         return all(phase(fronts[0], job_id) in TERMINAL for _, job_id in jobs)
     wait_for(all_ended, timeout=240, step=1.0)
 
+    assert cluster.workers[1].poll() is None, "the other worker died too"
     runs = runs_of(cluster)
     assert max(runs.values()) == 1, "a job ran twice"
     phases = collections.Counter(phase(fronts[1], job_id) for _, job_id in jobs)

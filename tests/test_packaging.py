@@ -37,6 +37,8 @@ def test_wheel_contains_templates_schemas_and_the_uws_command(tmp_path):
     assert "uws/schemas/xlink.xsd" in names
     assert "uws/templates/base.html" in names
     assert {"uws/templates/uws.css", "uws/templates/uws.js", "uws/templates/job.html"} <= set(names)
+    assert {"uws/store/migrations/env.py", "uws/store/migrations/script.py.mako",
+            "uws/store/migrations/versions/v0001_initial.py"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "uws = uws.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

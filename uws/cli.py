@@ -1,5 +1,5 @@
-"""Command line: ``uws serve`` (the embedded server, or a front end) and
-``uws worker`` (a Celery worker running jobs)."""
+"""Command line: ``uws serve`` (the embedded server, or a front end), ``uws worker``
+(a Celery worker running jobs) and ``uws db`` (the database's schema)."""
 from __future__ import annotations
 
 import argparse
@@ -23,12 +23,16 @@ def main(argv=None) -> int:
     worker.add_argument("--config", help="TOML configuration file (the front ends' one)")
     worker.add_argument("--data-dir", help="the shared data directory (uploads, results)")
     worker.add_argument("--slots", type=int, help="jobs run at once (default: [executor] slots)")
+    db = sub.add_parser("db", help="the database's schema revision").add_subparsers(
+        dest="db_command", required=True)
+    for name, text in (("upgrade", "bring the database to the newest schema (create it if empty)"),
+                       ("current", "print the database's schema revision")):
+        action = db.add_parser(name, help=text)
+        action.add_argument("--config", help="TOML configuration file (the database URL)")
+        action.add_argument("--data-dir", help="directory of the default SQLite database")
     args = parser.parse_args(argv)
-    if args.command == "serve":
-        return serve_command(args)
-    if args.command == "worker":
-        return worker_command(args)
-    return 2
+    commands = {"serve": serve_command, "worker": worker_command, "db": db_command}
+    return commands[args.command](args)
 
 
 def worker_command(args) -> int:
@@ -61,6 +65,7 @@ def serve_command(args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from . import config as config_mod
+    from .store.schema import SchemaError
 
     _log_setup()
     try:
@@ -76,13 +81,64 @@ def serve_command(args) -> int:
         return _refuse(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}")
     try:
         app.build(cfg)
-    except (config_mod.ConfigError, OSError, ImportError, SQLAlchemyError) as exc:
+    except (config_mod.ConfigError, OSError, ImportError, SQLAlchemyError, SchemaError) as exc:
         server.close()      # a database or data directory that cannot be used
         return _refuse(f"cannot start: {' '.join(str(exc).split())}")
     print(f"UWS server on http://{cfg.host}:{server.effective_port}/ "
           f"(data in {cfg.data_dir.resolve()})", flush=True)
     logging.getLogger("uws.cli").info("%s", server.limits_text)
     return _run(server, app)
+
+
+def db_command(args) -> int:
+    """``uws db upgrade`` / ``uws db current`` on the configuration's database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from . import config as config_mod
+    from .store.engine import make_engine
+    from .store.schema import SchemaError
+
+    try:
+        cfg = config_mod.load(args.config, data_dir=args.data_dir)
+    except config_mod.ConfigError as exc:
+        return _refuse(f"cannot use the configuration: {exc}")
+    try:
+        engine = make_engine(cfg.db_url, pool_size=1)
+    except (ImportError, SQLAlchemyError) as exc:
+        return _refuse(f"cannot use the database: {' '.join(str(exc).split())}")
+    try:
+        print(f"{_shown(cfg.db_url)}: {_db_action(args.db_command, engine)}")
+        return 0
+    except (OSError, SQLAlchemyError, SchemaError) as exc:
+        return _refuse(f"{args.db_command}: {' '.join(str(exc).split())}")
+    finally:
+        engine.dispose()
+
+
+def _db_action(action: str, engine) -> str:
+    from .store import schema
+
+    if action == "upgrade":
+        before, after = schema.upgrade(engine)
+        if before == after:
+            return f"at revision {after}, the newest: nothing to do"
+        return f"upgraded from {before or 'no revision'} to {after}, the newest"
+    status = schema.read_status(engine)
+    if status.revision is None:
+        state = "made before migrations" if status.tables else "empty"
+        return f"no revision ({state}; uws db upgrade or uws serve brings it to {status.head})"
+    if status.current:
+        return f"revision {status.revision}, the newest"
+    if status.known:
+        return (f"revision {status.revision} "
+                f"(uws db upgrade or uws serve brings it to {status.head})")
+    return (f"revision {status.revision}, unknown to this uws (its newest is {status.head}): "
+            "a newer uws made it")
+
+
+def _shown(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _refuse(message: str) -> int:

@@ -20,9 +20,8 @@ response keeps a worker thread waiting on it.  Here:
 - an error in the accept loop is logged and the server goes on;
 - each turn of the loop accepts every connection waiting (up to
   ``ACCEPT_BATCH``), so that honest clients do not queue for seconds in the
-  listen backlog behind a flood; and the loop keeps its descriptors registered
-  with ``epoll`` between turns (:class:`EpollLoop`) instead of building a
-  ``poll()`` set of every connection on every turn.
+  listen backlog behind a flood, and hands each event only to the connection
+  it was for (:class:`PollLoop`).
 
 Files are sent by waitress's ``wsgi.file_wrapper`` path (see web/downloads.py),
 from the event loop, so a slow reader of a file holds no worker thread.
@@ -224,15 +223,14 @@ class Channel(HTTPChannel):
         super().del_channel(map)
 
 
-class EpollLoop:
-    """wasyncore's ``loop`` (the ``asyncore`` a waitress server runs) on one epoll
-    object whose registrations persist: each turn asks every connection what it
-    waits for, as waitress does, but touches the kernel only for the ones whose
-    answer changed, and waiting costs nothing per idle connection."""
-
-    def __init__(self):
-        self._epoll = select.epoll()
-        self._registered: dict[int, tuple[object, int]] = {}   # fd -> (dispatcher, flags)
+class PollLoop:
+    """wasyncore's ``loop`` with ``poll()`` (the ``asyncore`` a waitress server runs),
+    but an event is handled only by the connection it was for: handling one event
+    may close a connection and accept another under the same descriptor number,
+    which must not receive the closed one's events (a hang-up would close it
+    unserved).  A fresh poll set each turn, as waitress builds it: registrations
+    kept between turns (epoll) could outlive a closed socket and report its events
+    under a reused number."""
 
     def loop(self, timeout=30.0, use_poll=True, map=None, count=None):
         while map and (count is None or count > 0):
@@ -241,51 +239,29 @@ class EpollLoop:
                 count -= 1
 
     def turn(self, timeout: float, map: dict) -> None:
-        self._register(map)
-        try:
-            events = self._epoll.poll(timeout)
-        except InterruptedError:
-            return
-        # Who each event is for, taken before any is handled: handling one may close
-        # a connection and accept another under the same descriptor number, which
-        # must not receive the closed one's events (a hang-up would close it unserved).
-        for obj, fd, flags in [(map.get(fd), fd, flags) for fd, flags in events]:
-            if obj is not None and map.get(fd) is obj:
-                wasyncore.readwrite(obj, flags)
-
-    def _register(self, map: dict) -> None:
-        for fd in [fd for fd, (obj, _) in self._registered.items() if map.get(fd) is not obj]:
-            self._forget(fd)    # closed; its number may already be another connection's
+        poller = self._poller()
+        wanted = {}
         for fd, obj in list(map.items()):
             flags = 0
             if obj.readable():
-                flags |= select.EPOLLIN | select.EPOLLPRI
+                flags |= select.POLLIN | select.POLLPRI
             if obj.writable() and not obj.accepting:
-                flags |= select.EPOLLOUT
-            if flags != self._registered.get(fd, (None, 0))[1]:
-                self._update(fd, obj, flags)
-
-    def _update(self, fd: int, obj, flags: int) -> None:
-        if not flags:
-            self._forget(fd)
+                flags |= select.POLLOUT
+            if flags:
+                poller.register(fd, flags)
+                wanted[fd] = obj
+        try:
+            events = poller.poll(timeout * 1000)
+        except InterruptedError:
             return
-        try:
-            if fd in self._registered:
-                self._epoll.modify(fd, flags)
-            else:
-                self._epoll.register(fd, flags)
-        except FileExistsError:
-            self._epoll.modify(fd, flags)
-        except FileNotFoundError:       # the kernel dropped it when it was closed
-            self._epoll.register(fd, flags)
-        self._registered[fd] = (obj, flags)
+        for fd, flags in events:
+            obj = wanted.get(fd)
+            if obj is not None and map.get(fd) is obj:
+                wasyncore.readwrite(obj, flags)
 
-    def _forget(self, fd: int) -> None:
-        self._registered.pop(fd, None)
-        try:
-            self._epoll.unregister(fd)
-        except OSError:
-            pass        # closed already: the kernel dropped it
+    @staticmethod
+    def _poller():
+        return select.poll()
 
     def __getattr__(self, name):
         # the rest of what waitress reaches through ``self.asyncore`` (close_all, ...)
@@ -420,7 +396,7 @@ def create(app, cfg, open_files: int, server_name: str):
                                                      for s in servers],
                                    dispatcher, servers[-1].log_info)
         server.effective_port = servers[-1].effective_port
-    server.asyncore = EpollLoop()      # what run() loops on
+    server.asyncore = PollLoop()       # what run() loops on
     server.limits_text = (f"at most {lim.connections} connections, {lim.per_address} per "
                           f"client address (open-file limit {open_files})")
     return server

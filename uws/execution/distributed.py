@@ -22,6 +22,7 @@ within running caps), and runs each with the same runner contract and isolation
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from .. import timing
@@ -44,6 +45,7 @@ def celery_app(cfg):
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=3,
         worker_hijack_root_logger=False,
+        worker_enable_remote_control=False,     # nothing of ours uses it
     )
     return app
 
@@ -126,9 +128,12 @@ def run_worker(cfg, argv: list[str] | None = None) -> None:
     log.info("worker %s: %d slots, queue %r on %s", executor.worker_id, cfg.slots,
              cfg.queue, _safe(cfg.broker_url))
     try:
+        # A node name of its own: Celery's default (celery@host) is the same for every
+        # worker of a machine, and a second one dies on the first one's control queue.
         app.worker_main(["worker", "--pool", "threads", "--concurrency", str(cfg.slots),
                          "--queues", cfg.queue, "--loglevel", "INFO", "--without-gossip",
-                         "--without-mingle", *(argv or [])])
+                         "--without-mingle", "--hostname", f"uws-{os.getpid()}@%h",
+                         *(argv or [])])
     finally:
         executor.stop()
         store.close()

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from .tables import metadata
+from .schema import create_schema
+
+__all__ = ["create_schema", "make_engine"]
 
 
 def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
@@ -43,25 +44,3 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
         cur.close()
 
     return engine
-
-
-# Advisory lock key taken while PostgreSQL tables are created ("UWSSCH").
-_SCHEMA_LOCK = 0x555753534348
-
-
-def create_schema(engine: sa.Engine) -> None:
-    """Create the missing tables; safe when several processes start at once
-    (each would otherwise see no table and race to create it)."""
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
-            metadata.create_all(conn)
-        return
-    for attempt in range(5):
-        try:
-            metadata.create_all(engine)
-            return
-        except sa.exc.OperationalError:     # "table ... already exists": look again
-            if attempt == 4:
-                raise
-            time.sleep(0.1)

@@ -1,0 +1,284 @@
+"""The schema under Alembic, on SQLite and PostgreSQL: what start-up and
+``uws db upgrade`` make of an empty database, of one made before migrations
+(``metadata.create_all``), and of one at a revision this server does not know.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+import uws.store.jobs
+from uws.model import Job, Parameter, Result
+from uws.phases import Phase
+from uws.store import Store
+from uws.store import schema as schema_mod
+from uws.store.engine import make_engine
+from uws.store.tables import job as J
+from uws.store.tables import job_bytes, metadata
+from uws.store.tables import parameter as P
+from uws.store.tables import result as R
+
+from conftest import free_port
+from uwshelp import UWS_COMMAND
+
+UNKNOWN = "ffffffffffff"
+NOW = dt.datetime(2024, 5, 1, 12, 0, 0)
+
+
+def head() -> str:
+    return schema_mod.newest_revision()
+
+
+def revision_of(url: str) -> str | None:
+    engine = make_engine(url, pool_size=1)
+    try:
+        return schema_mod.read_status(engine).revision
+    finally:
+        engine.dispose()
+
+
+def old_store(url: str, monkeypatch) -> Store:
+    """A Store as servers before migrations made it: create_all at start, no alembic_version."""
+    with monkeypatch.context() as m:
+        m.setattr(uws.store.jobs, "create_schema", lambda engine: metadata.create_all(engine))
+        return Store(url)
+
+
+def a_job(number: int) -> Job:
+    return Job(id=f"{number:032x}", service="sleep", owner="alice", phase=Phase.PENDING,
+               creation_time=NOW + dt.timedelta(seconds=number), execution_duration=60,
+               destruction=NOW + dt.timedelta(days=1), run_id=f"run {number}",
+               parameters=[Parameter("t", str(number)),
+                           Parameter("in", "http://example.org/x", by_reference=True)])
+
+
+def differences(url: str) -> list:
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            return compare_metadata(context, metadata)
+    finally:
+        engine.dispose()
+
+
+def uws_db(tmp_path, url: str, *args: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "uws.toml"
+    config.write_text(f'[server]\ndatabase_url = "{url}"\ndata_dir = "{tmp_path / "data"}"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
+    return subprocess.run([UWS_COMMAND, *args, "--config", str(config)], capture_output=True,
+                          text=True, timeout=120, env=clean)
+
+
+# -- start-up (Store, as create_app builds it) ----------------------------------------
+
+
+def test_an_empty_database_is_created_at_the_newest_revision(db_url):
+    Store(db_url).close()
+    assert revision_of(db_url) == head()
+
+
+def test_the_migrations_make_exactly_the_tables_module(db_url):
+    Store(db_url).close()
+    assert differences(db_url) == []
+
+
+def test_a_database_made_before_migrations_is_adopted_and_loses_nothing(db_url, monkeypatch):
+    old = old_store(db_url, monkeypatch)
+    for number in range(1, 4):
+        old.insert_job(a_job(number), stored_bytes=100 * number)
+    assert old.add_result("1".zfill(32), Result("out", "out.txt", "text/plain", 12))
+    assert old.mark_queued("2".zfill(32))
+    old.close()
+    assert revision_of(db_url) is None
+
+    store = Store(db_url)
+    try:
+        assert revision_of(db_url) == head()
+        first = store.get_job("1".zfill(32), "sleep", "alice")
+        assert first is not None and first.run_id == "run 1"
+        assert first.parameters == a_job(1).parameters
+        assert first.results == [Result("out", "out.txt", "text/plain", 12)]
+        assert store.phase_of("2".zfill(32), "sleep", "alice") is Phase.QUEUED
+        assert store.stored_bytes("sleep", "alice") == 600
+    finally:
+        store.close()
+    assert differences(db_url) == []
+
+
+def test_a_database_older_than_uws_job_bytes_gains_it(db_url):
+    """Servers before the byte quotas made three tables; the initial revision has four."""
+    engine = make_engine(db_url, pool_size=1)
+    metadata.create_all(engine, tables=[J, P, R])
+    with engine.begin() as conn:
+        conn.execute(J.insert().values(id="a" * 32, service="sleep", owner="", phase="PENDING",
+                                       creation_time=NOW, execution_duration=0, priority=0))
+    engine.dispose()
+    store = Store(db_url)
+    try:
+        assert store.get_job("a" * 32, "sleep", None) is not None
+        with store.engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(job_bytes)).scalar() == 0
+    finally:
+        store.close()
+    assert revision_of(db_url) == head()
+    assert differences(db_url) == []
+
+
+_NEXT = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.add_column("uws_job", sa.Column("note", sa.Text))
+
+
+def downgrade():
+    op.drop_column("uws_job", "note")
+"""
+
+
+@pytest.fixture
+def later_version(tmp_path, monkeypatch):
+    """Call it to become a later uws: the shipped migrations plus a revision 0002."""
+    later = tmp_path / "migrations"
+    caches = (schema_mod._scripts, schema_mod.newest_revision)
+
+    def become() -> str:
+        shutil.copytree(schema_mod.MIGRATIONS, later,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (later / "versions" / "v0002_note.py").write_text(_NEXT)
+        monkeypatch.setattr(schema_mod, "MIGRATIONS", later)
+        for cached in caches:
+            cached.cache_clear()
+        return "0002"
+
+    yield become
+    monkeypatch.undo()
+    for cached in caches:
+        cached.cache_clear()
+
+
+def test_a_database_at_an_older_revision_is_upgraded_at_start(db_url, later_version):
+    store = Store(db_url)
+    store.insert_job(a_job(1))
+    store.close()
+    assert revision_of(db_url) == "0001"
+
+    newer = later_version()
+    store = Store(db_url)
+    try:
+        assert revision_of(db_url) == newer
+        assert "note" in {c["name"] for c in sa.inspect(store.engine).get_columns("uws_job")}
+        assert store.get_job(a_job(1).id, "sleep", "alice").parameters == a_job(1).parameters
+    finally:
+        store.close()
+
+
+def test_an_unknown_revision_is_refused_and_left_alone(db_url):
+    Store(db_url).close()
+    stamp(db_url, UNKNOWN)
+    with pytest.raises(schema_mod.SchemaError, match=UNKNOWN):
+        Store(db_url)
+    assert revision_of(db_url) == UNKNOWN
+
+
+def stamp(url: str, revision: str) -> None:
+    engine = make_engine(url, pool_size=1)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+    engine.dispose()
+
+
+_START = """
+import sys, time
+from uws.store import Store
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+Store(sys.argv[1]).close()
+"""
+
+
+def test_servers_started_at_once_on_an_empty_database_all_succeed(db_url):
+    """Each process sees no table; the lock lets one migrate and the others find it done."""
+    at = time.time() + 3    # past every interpreter's start-up, so they race in earnest
+    processes = [subprocess.Popen([sys.executable, "-c", _START, db_url, str(at)],
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    assert revision_of(db_url) == head()
+    engine = make_engine(db_url, pool_size=1)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    engine.dispose()
+    assert differences(db_url) == []
+
+
+# -- the installed uws command ----------------------------------------------------------
+
+
+def test_uws_db_current_and_upgrade(tmp_path, db_url):
+    done = uws_db(tmp_path, db_url, "db", "current")
+    assert done.returncode == 0, done.stderr
+    assert "no revision (empty" in done.stdout
+
+    done = uws_db(tmp_path, db_url, "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+    assert f"upgraded from no revision to {head()}" in done.stdout
+    assert revision_of(db_url) == head()
+
+    done = uws_db(tmp_path, db_url, "db", "upgrade")
+    assert done.returncode == 0 and "nothing to do" in done.stdout
+
+    done = uws_db(tmp_path, db_url, "db", "current")
+    assert done.returncode == 0
+    (line,) = done.stdout.strip().splitlines()
+    assert line.endswith(f"revision {head()}, the newest"), line
+
+
+def test_uws_db_on_a_database_made_before_migrations(tmp_path, db_url, monkeypatch):
+    old_store(db_url, monkeypatch).close()
+    done = uws_db(tmp_path, db_url, "db", "current")
+    assert done.returncode == 0 and "no revision (made before migrations" in done.stdout
+    done = uws_db(tmp_path, db_url, "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+    assert revision_of(db_url) == head()
+
+
+def test_an_unknown_revision_stops_uws_serve_with_one_line_and_status_2(tmp_path, db_url):
+    Store(db_url).close()
+    stamp(db_url, UNKNOWN)
+    done = uws_db(tmp_path, db_url, "serve", "--port", str(free_port()))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("uws: cannot start:") and UNKNOWN in line, line
+
+    done = uws_db(tmp_path, db_url, "db", "upgrade")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert UNKNOWN in line and "does not know" in line, line
+    done = uws_db(tmp_path, db_url, "db", "current")
+    assert done.returncode == 0 and f"revision {UNKNOWN}, unknown to this uws" in done.stdout
+    assert revision_of(db_url) == UNKNOWN
+
+
+def test_a_database_that_cannot_be_reached_is_one_line_and_status_2(tmp_path):
+    done = uws_db(tmp_path, "postgresql+psycopg://nobody@127.0.0.1:1/x", "db", "current")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("uws: current:") and "127.0.0.1" in line, line

@@ -1,0 +1,1 @@
+"""Alembic revision scripts (alembic loads them by path and skips this file)."""
