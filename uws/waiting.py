@@ -106,7 +106,7 @@ class PhaseWatch:
             if pushed and not self._pushed:
                 self._seq += 1
                 self._sure_since = self._seq
-                self._recheck = True
+                self._recheck = bool(self._waiters)
             self._pushed = pushed
             self._wake_poller.notify()
 
