@@ -133,8 +133,8 @@ def nodes(tmp_path, db_url):
     config = make_config(tmp_path, db_url, executor="none", scheduler=False)
     made = [Node(config), Node(config)]
     try:
-        for node in made:
-            assert until(lambda: node.listener.listening, 10), "the listener never connected"
+        assert until(lambda: all(n.listener.listening for n in made), 10), \
+            "a listener never connected"
         yield made
     finally:
         for node in made:

@@ -20,8 +20,8 @@ from .. import phases, timeutil
 from ..errors import OverQuota
 from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from ..phases import Event, Phase
-from ..services import Quota
 from ..ports import ChangeSink
+from ..services import Quota
 from .engine import create_schema, make_engine
 from .notify import ChangeListener, announce
 from .running import RunningQueries
