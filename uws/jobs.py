@@ -299,6 +299,7 @@ class Jobs:
         """The job once it has left ``phase`` (by default its current active phase),
         or after ``seconds`` (capped by ``wait_max``); at once when it is finished.
         Raises NotFound, Forbidden."""
+        since = self.watch.mark()       # a change after it but before wait() still counts
         job = self.get(service, job_id, caller)
         if job.phase not in phases.ACTIVE or (phase is not None and job.phase is not phase):
             return job
@@ -306,7 +307,7 @@ class Jobs:
         timeout = limit if seconds < 0 else min(seconds, limit)
         if timeout <= 0:
             return job
-        self.watch.wait(job_id, job.phase, timeout)
+        self.watch.wait(job_id, job.phase, timeout, since)
         return self.get(service, job_id, caller)
 
 

@@ -118,8 +118,20 @@ class Executor(Protocol):
 class Watch(Protocol):
     """Wakes blocking GETs when a job leaves a phase (:class:`uws.waiting.PhaseWatch`)."""
 
-    def wait(self, job_id: str, phase: Phase, timeout: float) -> bool: ...
+    def mark(self) -> int:
+        """Taken before reading the phase given to :meth:`wait`."""
+    def wait(self, job_id: str, phase: Phase, timeout: float,
+             since: int | None = None) -> bool: ...
     def notify(self, job_id: str) -> None: ...
+
+
+class ChangeSink(Protocol):
+    """Where a store pushes the phase changes made by other processes
+    (:class:`uws.waiting.PhaseWatch`, fed by :class:`uws.store.notify.ChangeListener`)."""
+
+    def notify(self, job_id: str) -> None: ...
+    def set_pushed(self, pushed: bool) -> None:
+        """Whether changes are being pushed now (False: the sink must look itself)."""
 
 
 class Settings(Protocol):

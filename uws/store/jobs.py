@@ -20,8 +20,10 @@ from .. import phases, timeutil
 from ..errors import OverQuota
 from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from ..phases import Event, Phase
+from ..ports import ChangeSink
 from ..services import Quota
 from .engine import create_schema, make_engine
+from .notify import ChangeListener, announce
 from .running import RunningQueries
 from .tables import job as J
 from .tables import job_bytes as B
@@ -37,12 +39,30 @@ class Store(RunningQueries):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
+        self.listener: ChangeListener | None = None
+        self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 
     def close(self) -> None:
+        if self.listener is not None:
+            self.listener.stop()
         self.engine.dispose()
 
+    def listen(self, sink: ChangeSink) -> None:
+        """Push the changes other processes make to ``sink`` (PostgreSQL only:
+        SQLite has no such channel, and ``sink`` keeps polling)."""
+        if self._notifies and self.listener is None:
+            self.listener = ChangeListener(self.engine, sink)
+            self.listener.start()
+
+    def _announce(self, conn: sa.Connection, job_id: str) -> None:
+        """Within the transaction changing the job's phase (or deleting it): other
+        processes hear of it at its commit, never of a rollback."""
+        if self._notifies:
+            announce(conn, job_id)
+
     def _changed(self, job_id: str) -> None:
+        """After the commit: this process's own listeners."""
         for listener in self.listeners:
             listener(job_id)
 
@@ -201,6 +221,8 @@ class Store(RunningQueries):
         stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
         with self.engine.begin() as conn:
             won = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).rowcount == 1
+            if won:
+                self._announce(conn, job_id)
         if won:
             self._changed(job_id)
         return won
@@ -261,6 +283,8 @@ class Store(RunningQueries):
             # Parameters and results go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
             gone = conn.execute(stmt, {"id": job_id}).rowcount == 1
+            if gone:
+                self._announce(conn, job_id)
         if gone:
             self._changed(job_id)
         return gone

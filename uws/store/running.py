@@ -1,6 +1,6 @@
 """Queries of the execution side: claiming queued jobs, leases, deadlines,
 destruction and quotes.  Mixed into Store, which provides ``engine``,
-``_changed`` and ``_serialise_owner``."""
+``_announce``, ``_changed`` and ``_serialise_owner``."""
 from __future__ import annotations
 
 import datetime as dt
@@ -49,6 +49,9 @@ class RunningQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
 
+    def _announce(self, conn: sa.Connection, job_id: str) -> None:
+        raise NotImplementedError
+
     def _changed(self, job_id: str) -> None:
         raise NotImplementedError
 
@@ -64,6 +67,7 @@ class RunningQueries:
                 .values(phase=Phase.ARCHIVED.value)).rowcount == 1
             if won:
                 conn.execute(R.delete().where(R.c.job_id == job_id))
+                self._announce(conn, job_id)
         if won:
             self._changed(job_id)
         return won
@@ -126,6 +130,7 @@ class RunningQueries:
                 deadline = timeutil.add_seconds(now, duration) if duration > 0 else None
                 conn.execute(J.update().where(J.c.id == job_id).values(
                     start_time=now, deadline=deadline))
+                self._announce(conn, job_id)
         except _OverCap:
             return None
         self._changed(job_id)

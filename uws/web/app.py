@@ -83,6 +83,7 @@ def _build(cfg: config_mod.Config) -> Jobs:
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
     store.listeners.append(watch.notify)
+    store.listen(watch)     # on PostgreSQL: other processes' changes too, without polling
     executor: Executor
     if cfg.executor == "local":
         executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
@@ -95,7 +96,8 @@ def _build(cfg: config_mod.Config) -> Jobs:
 
 
 def shutdown(app: Flask) -> None:
-    """Stop the executor and the WAIT poller and close database connections."""
+    """Stop the executor, the WAIT poller and the change listener and close database
+    connections."""
     api = app.extensions["uws"]
     scheduler = app.extensions.get("uws_scheduler")
     if scheduler is not None:
