@@ -207,7 +207,7 @@ def test_quote_is_empty_without_history_and_set_once_runs_are_known(client, api)
     assert client.get(f"{path}/quote").get_data(as_text=True) == ""
     settle(client, start(client, "sleep", DURATION="0.2"))
     api._typical._cache.clear()
-    before = dt.datetime.utcnow().isoformat()
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat()
     quoted = client.get(f"{path}/quote").get_data(as_text=True)
     assert quoted.endswith("Z") and quoted > before
 

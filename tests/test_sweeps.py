@@ -50,7 +50,7 @@ def _at_once(calls):
 
 
 def _expire(api, job_ids):
-    past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
+    past = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=1)
     for job_id in job_ids:
         assert api.store.set_destruction(job_id, past)
 
@@ -80,7 +80,7 @@ def test_concurrent_deadline_sweeps_abort_each_overdue_job_once(client, api):
     for job_id in jobs:
         assert api.store.mark_queued(job_id)
         assert api.store.claim_next("test-worker", ["sleep"], 60) is not None
-    past = dt.datetime.utcnow() - dt.timedelta(seconds=1)
+    past = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=1)
     for job_id in jobs:
         _overdue(api, job_id, past)
     _at_once([s.enforce_deadlines for s in _sweepers(api)])
