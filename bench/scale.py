@@ -36,6 +36,7 @@ from bench import (  # noqa: E402
     Clients,
     HttpClient,
     Waiter,
+    busy_cpu_seconds,
     free_port,
     job_id_of,
     load_average,
@@ -318,12 +319,16 @@ class Row:
     run_p99_ms: float = math.nan
     wake_p50_ms: float = math.nan
     wake_p99_ms: float = math.nan
+    busy_cores: float = math.nan      # CPU the whole machine used over the row / its wall time
     load: str = ""
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
 def measure(row: Row, urls: list[str], plan: Plan, latencies: bool) -> Row:
     """Throughputs always; the latencies only for the two main shapes."""
+    # The machine's CPU use over the row: on a shared machine it tells a row that
+    # competed with other programs from one that had the cores to itself.
+    t0, cpu0 = time.perf_counter(), busy_cpu_seconds()
     row.created_per_s, errors = creation_rate(urls, plan)
     row.problems += errors
     row.completed_per_s, errors = completion_rate(urls, plan)
@@ -335,26 +340,28 @@ def measure(row: Row, urls: list[str], plan: Plan, latencies: bool) -> Row:
         wakes, errors = wake_latency(urls[0], urls[-1], plan.wake_rounds)
         row.wake_p50_ms, row.wake_p99_ms = percentile(wakes, 50), percentile(wakes, 99)
         row.problems += errors
+    row.busy_cores = (busy_cpu_seconds() - cpu0) / (time.perf_counter() - t0)
     row.load = load_average()
     print_row(row)
     return row
 
 
 COLUMNS = ("shape", "FE", "W", "create/s", "done/s", "run p50", "run p99", "wake p50",
-           "wake p99", "load avg")
+           "wake p99", "busy", "load avg")
 
 
 def print_header() -> None:
     print(f"{COLUMNS[0]:<11}{COLUMNS[1]:>3}{COLUMNS[2]:>3}"
-          + "".join(f"{c:>10}" for c in COLUMNS[3:9]) + f"  {COLUMNS[9]}")
-    print(f"{'':<17}{'jobs/s':>10}{'jobs/s':>10}" + f"{'ms':>10}" * 4)
+          + "".join(f"{c:>10}" for c in COLUMNS[3:9]) + f"{COLUMNS[9]:>7}  {COLUMNS[10]}")
+    print(f"{'':<17}{'jobs/s':>10}{'jobs/s':>10}" + f"{'ms':>10}" * 4 + f"{'cores':>7}")
 
 
 def print_row(row: Row) -> None:
     figures = (row.created_per_s, row.completed_per_s, row.run_p50_ms, row.run_p99_ms,
                row.wake_p50_ms, row.wake_p99_ms)
     cells = "".join(f"{'-':>10}" if math.isnan(x) else f"{x:>10.1f}" for x in figures)
-    print(f"{row.shape:<11}{row.front_ends:>3}{row.workers:>3}{cells}  {row.load}", flush=True)
+    print(f"{row.shape:<11}{row.front_ends:>3}{row.workers:>3}{cells}{row.busy_cores:>7.2f}  "
+          f"{row.load}", flush=True)
 
 
 # -- the run ------------------------------------------------------------------------------
