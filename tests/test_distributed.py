@@ -293,3 +293,15 @@ def test_a_job_queued_while_the_broker_is_down_runs_once_it_is_back(tmp_path, pr
         assert "the broker cannot be reached" in log and "the broker is back" in log
     finally:
         cluster.stop()
+
+
+def test_a_worker_told_to_stop_ends_its_running_job_and_takes_no_more(rabbit_cluster):
+    cluster = rabbit_cluster
+    front = cluster.front_end()
+    worker = cluster.worker()
+    jobs = [create(front, 2) for _ in range(6)]     # 2 slots: 4 of them wait
+    wait_for(lambda: phase(front, jobs[0]) == "EXECUTING", timeout=60, step=0.1)
+    worker.terminate()
+    worker.wait(30)             # the running jobs end first: about 2 s, not 6
+    phases = collections.Counter(phase(front, job_id) for job_id in jobs)
+    assert phases["COMPLETED"] <= 2 and phases["QUEUED"] >= 4, phases

@@ -125,6 +125,11 @@ def run_worker(cfg, argv: list[str] | None = None) -> None:
         while executor.run_next():
             pass
 
+    # A warm shutdown (SIGTERM) waits for the running tasks: let each end with the
+    # job it runs instead of taking queued jobs for as long as any are left.
+    from celery.signals import worker_shutting_down
+    worker_shutting_down.connect(lambda **_: executor.drain(), weak=False)
+
     log.info("worker %s: %d slots, queue %r on %s", executor.worker_id, cfg.slots,
              cfg.queue, _safe(cfg.broker_url))
     try:

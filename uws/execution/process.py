@@ -58,6 +58,7 @@ class ProcessExecutor(Executor):
         self._wake = threading.Condition()
         self._submitted = 0         # submits so far; guarded by _wake
         self._stopping = threading.Event()
+        self._draining = threading.Event()     # finish what runs, claim nothing more
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}
         self._threads: list[threading.Thread] = []
@@ -69,6 +70,10 @@ class ProcessExecutor(Executor):
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
         self.start_monitor()
+
+    def drain(self) -> None:
+        """Claim no more jobs; the running ones go on to their end."""
+        self._draining.set()
 
     def start_monitor(self) -> None:
         """Only watch the jobs run here (ABORT, deletion, leases, sizes): for a
@@ -123,7 +128,7 @@ class ProcessExecutor(Executor):
     def run_next(self) -> bool:
         """Claim the next QUEUED job (fairly, see Store.claim_next) and run it to its
         end here; False when there was none to claim."""
-        if self._stopping.is_set():
+        if self._stopping.is_set() or self._draining.is_set():
             return False
         try:
             job_id = self.store.claim_next(self.worker_id, list(self.config.services),
