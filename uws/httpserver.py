@@ -15,7 +15,7 @@ response keeps a worker thread waiting on it.  Here:
   (:class:`Server`): further ones are closed as soon as they are accepted;
 - waitress reads a whole request body (to memory, then a temporary file) before
   the application, and so authentication, sees it: the bodies being buffered
-  share one budget (:class:`BodyBudget`), and a request whose announced or
+  share one budget (:mod:`uws.httpbodies`), and a request whose announced or
   received body does not fit answers 503 at once;
 - an error in the accept loop is logged and the server goes on;
 - each turn of the loop accepts every connection waiting (up to
@@ -34,16 +34,15 @@ import errno
 import logging
 import resource
 import select
-import threading
 import time
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
-from waitress.utilities import Error
+
+from .httpbodies import BodyBudget, Parser
 
 log = logging.getLogger("uws.httpserver")
 
@@ -83,84 +82,6 @@ def limits(cfg, open_files: int) -> Limits:
     connections = cfg.connection_limit or max(16, min(MAX_CONNECTIONS, derived))
     per_address = cfg.connections_per_address or max(8, min(100, connections // 10))
     return Limits(connections, min(per_address, connections))
-
-
-class BodyBudget:
-    """The request-body bytes buffered across all connections, and per client address.
-
-    A request reserves its announced ``Content-Length`` as soon as its headers
-    are in (a chunked one, what it has sent so far), and gives it back when it
-    has been answered or its connection closes."""
-
-    def __init__(self, limit: int, per_address: int):
-        self.limit = limit
-        self.per_address = per_address
-        self.used = 0
-        self.by_address: collections.Counter = collections.Counter()
-        self._lock = threading.Lock()
-
-    def take(self, address: str, n: int) -> bool:
-        with self._lock:
-            if (self.used + n > self.limit
-                    or self.by_address[address] + n > self.per_address):
-                return False
-            self.used += n
-            self.by_address[address] += n
-            return True
-
-    def give(self, address: str, n: int) -> None:
-        with self._lock:
-            self.used -= n
-            self.by_address[address] -= n
-            if self.by_address[address] <= 0:
-                del self.by_address[address]
-
-
-class Busy(Error):
-    code = 503
-    reason = "Service Unavailable"
-
-
-class Parser(HTTPRequestParser):
-    """waitress's request parser, holding a share of the body budget."""
-
-    completed: bool
-    error: Error | None
-
-    def __init__(self, adj, budget: BodyBudget | None = None, address: str = ""):
-        super().__init__(adj)
-        self.budget = budget
-        self.address = address
-        self.held = 0
-
-    def received(self, data):
-        if self.completed:
-            return 0
-        consumed = super().received(data)
-        if self.budget is None or self.error is not None or not self.headers_finished:
-            return consumed
-        wanted = max(self.content_length, self.body_bytes_received)
-        if wanted > self.held:
-            if not self.budget.take(self.address, wanted - self.held):
-                log.warning("refused a %d-byte request body from %s: the server is "
-                            "buffering too many bodies (max_buffered_bytes)",
-                            wanted, self.address)
-                self.error = Busy("Too many request bodies are being received; "
-                                  "try again later.")
-                self.completed = True
-                return len(data)        # the rest is that body: no request of its own
-            self.held = wanted
-        return consumed
-
-    def release(self) -> None:
-        """Give the reserved bytes back (once, from whichever thread comes first)."""
-        held, self.held = self.held, 0
-        if held and self.budget is not None:
-            self.budget.give(self.address, held)
-
-    def close(self):
-        self.release()
-        super().close()
 
 
 class Channel(HTTPChannel):

@@ -10,7 +10,6 @@ exceeded execution duration or a destruction ends the work within a second.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -20,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from .. import timing
 from ..files import make_private_dir
@@ -29,9 +27,9 @@ from ..phases import Phase
 from ..ports import Files, RunStore, Settings
 from . import cgroups, lost
 from .base import Executor
-from .child import REPORT_FD_ENV
 from .reports import ReportReader
 from .strays import kill_strays
+from .task import job_environment, send_task, task_of
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +211,8 @@ class ProcessExecutor(Executor):
             self._kill(running)     # stop() ran while this job was starting
         followed = False
         try:
-            task = _task(job, service, self.files, self.config.max_upload_bytes)
-            _send_task(process, task)
+            task = task_of(job, service, self.files, self.config.max_upload_bytes)
+            send_task(process, task)
             reader = ReportReader(job_id, store=self.store, files=self.files, service=service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
@@ -324,74 +322,8 @@ def _failure(code: int, reader) -> str | None:
                             else f"the job was killed by signal {-code}")
 
 
-#: The whole environment of a job (README, "Execution"): nothing else of the server's.
-PASSED_ON = ("PATH", "LANG", "LC_ALL", "PYTHONPATH")
-
-
-def job_environment(job_id: str, report_fd: int, tmp) -> dict[str, str]:
-    env = {name: os.environ[name] for name in PASSED_ON if os.environ.get(name)}
-    env.pop("PYTHONPATH", None)
-    if path := _python_path():
-        env["PYTHONPATH"] = path
-    env.setdefault("PATH", os.defpath)
-    env.setdefault("LANG", "C.UTF-8")
-    env.update(HOME=str(tmp), TMPDIR=str(tmp), UWS_JOB_ID=job_id,
-               **{REPORT_FD_ENV: str(report_fd)})
-    return env
-
-
-def _python_path() -> str:
-    """The server's module search path beyond the interpreter's own, made absolute:
-    a job imports what the server imported (its runner was checked at start), from
-    wherever the server was started, though it runs in its own directory."""
-    own = [Path(prefix).resolve() for prefix in {sys.prefix, sys.base_prefix}]
-    entries = (Path(entry or os.curdir).resolve() for entry in sys.path)
-    extra = [str(e) for e in entries if not any(e.is_relative_to(p) for p in own)]
-    return os.pathsep.join(dict.fromkeys(extra))
-
-
 def _private_file(path):
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
-
-
-def _task(job, service, files, max_bytes: int) -> dict:
-    params = [(p.name, p.value, p.by_reference) for p in job.parameters]
-    fetched = files.job_dir(job.id) / "fetched"
-    task = {"job_id": job.id, "service": service.name,
-            "workdir": str(files.results_dir(job.id)),
-            "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
-            "fetched": str(fetched),
-            "fetch": {"hosts": list(service.fetch_hosts), "max_bytes": max_bytes},
-            # no single file may outgrow the larger limit (RLIMIT_FSIZE): the monitor
-            # then need not catch one huge write in time
-            "max_file_bytes": max(service.max_result_bytes, service.max_log_bytes) + 1,
-            "specs": [dataclasses.asdict(s) for s in service.parameters]}
-    if service.command:
-        # A file reaches a command as a local path: an upload's, or where the
-        # child fetches a URL to before the command starts (never the URL itself).
-        values, downloads = {}, []
-        for p in job.parameters:
-            if p.is_upload:
-                values[p.name] = str(files.upload_path(job.id, p.name))
-            elif p.by_reference:
-                values[p.name] = str(fetched / p.name)
-                downloads.append((p.name, p.value, values[p.name]))
-            else:
-                values[p.name] = p.value
-        task["command"] = service.command_line(values)
-        task["downloads"] = downloads
-    else:
-        task["runner"] = service.runner
-    return task
-
-
-def _send_task(process: subprocess.Popen, task: dict) -> None:
-    try:
-        assert process.stdin is not None        # started with stdin=PIPE
-        process.stdin.write(json.dumps(task).encode())
-        process.stdin.close()
-    except BrokenPipeError:
-        pass        # the child died at once; its exit status tells why
 
 
 def _tail(path, limit: int = 8192) -> str:

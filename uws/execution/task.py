@@ -1,0 +1,77 @@
+"""What a job's child process receives: its environment (nothing of the server's
+but what the runner contract documents) and its task, as JSON on stdin."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .child import REPORT_FD_ENV
+
+#: The whole environment of a job (README, "Execution"): nothing else of the server's.
+PASSED_ON = ("PATH", "LANG", "LC_ALL", "PYTHONPATH")
+
+
+def job_environment(job_id: str, report_fd: int, tmp) -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ON if os.environ.get(name)}
+    env.pop("PYTHONPATH", None)
+    if path := _python_path():
+        env["PYTHONPATH"] = path
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(HOME=str(tmp), TMPDIR=str(tmp), UWS_JOB_ID=job_id,
+               **{REPORT_FD_ENV: str(report_fd)})
+    return env
+
+
+def _python_path() -> str:
+    """The server's module search path beyond the interpreter's own, made absolute:
+    a job imports what the server imported (its runner was checked at start), from
+    wherever the server was started, though it runs in its own directory."""
+    own = [Path(prefix).resolve() for prefix in {sys.prefix, sys.base_prefix}]
+    entries = (Path(entry or os.curdir).resolve() for entry in sys.path)
+    extra = [str(e) for e in entries if not any(e.is_relative_to(p) for p in own)]
+    return os.pathsep.join(dict.fromkeys(extra))
+
+
+def task_of(job, service, files, max_bytes: int) -> dict:
+    params = [(p.name, p.value, p.by_reference) for p in job.parameters]
+    fetched = files.job_dir(job.id) / "fetched"
+    task = {"job_id": job.id, "service": service.name,
+            "workdir": str(files.results_dir(job.id)),
+            "uploads": str(files.job_dir(job.id) / "uploads"), "parameters": params,
+            "fetched": str(fetched),
+            "fetch": {"hosts": list(service.fetch_hosts), "max_bytes": max_bytes},
+            # no single file may outgrow the larger limit (RLIMIT_FSIZE): the monitor
+            # then need not catch one huge write in time
+            "max_file_bytes": max(service.max_result_bytes, service.max_log_bytes) + 1,
+            "specs": [dataclasses.asdict(s) for s in service.parameters]}
+    if service.command:
+        # A file reaches a command as a local path: an upload's, or where the
+        # child fetches a URL to before the command starts (never the URL itself).
+        values, downloads = {}, []
+        for p in job.parameters:
+            if p.is_upload:
+                values[p.name] = str(files.upload_path(job.id, p.name))
+            elif p.by_reference:
+                values[p.name] = str(fetched / p.name)
+                downloads.append((p.name, p.value, values[p.name]))
+            else:
+                values[p.name] = p.value
+        task["command"] = service.command_line(values)
+        task["downloads"] = downloads
+    else:
+        task["runner"] = service.runner
+    return task
+
+
+def send_task(process: subprocess.Popen, task: dict) -> None:
+    try:
+        assert process.stdin is not None        # started with stdin=PIPE
+        process.stdin.write(json.dumps(task).encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass        # the child died at once; its exit status tells why
