@@ -41,6 +41,9 @@ TIMEOUT = (5, 90)           # (connect, read) seconds for every request
 WAIT_SECONDS = 30           # the WAIT=... of blocking GETs
 PAGE = 100                  # extend=... of the list pages
 FLAT_RATIO = 1.20           # "flat": p50 at the largest size within 20% of the smallest
+CREATE_FORM = {"DURATION": "0"}
+CEILING_LATENCY = 1.4       # p50 at most this many times the ceiling's (1 client)
+CEILING_RATE = 0.8          # creation and deletion rates at least this share of the ceiling's
 BUSY_OTHERS = 0.25          # cores used by other processes that make a measurement "noisy"
 
 _PHASE_RE = re.compile(rb"<uws:phase>([A-Z]+)</uws:phase>")
@@ -126,6 +129,14 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
+    #: what the server prints once it listens, and answers to GET / then
+    ready_text = b"UWS server on http://"
+    ready_status = 200
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, "-m", "uws", "serve", "--host", HOST, "--port", str(port),
+                "--data-dir", str(self.data_dir)] + self._config_args()
+
     def _config_args(self) -> list[str]:
         if not self.users:
             return []
@@ -144,16 +155,14 @@ class Server:
         log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uws", "serve", "--host", HOST, "--port", str(port),
-                 "--data-dir", str(self.data_dir)] + self._config_args(),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                self.command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)     # Ctrl-C reaches us only; we stop it cleanly
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n"
                                    + self.log_tail(log_offset))
-            if b"UWS server on http://" in self._log_bytes(log_offset) and self._answers():
+            if self.ready_text in self._log_bytes(log_offset) and self._answers():
                 return
             time.sleep(0.05)
         raise RuntimeError(f"server not ready after {timeout:.0f} s:\n" + self.log_tail(log_offset))
@@ -161,7 +170,7 @@ class Server:
     def _answers(self) -> bool:
         client = HttpClient(self.url, timeout=(2, 2))
         try:
-            return client.request("GET", self.url).status_code == 200
+            return client.request("GET", self.url).status_code == self.ready_status
         except REQUEST_ERRORS:
             return False
         finally:
@@ -212,6 +221,17 @@ class Server:
             return []
         return [line for line in self._log_bytes().decode(errors="replace").splitlines()
                 if " ERROR " in line or "Traceback" in line or " CRITICAL " in line]
+
+
+class Ceiling(Server):
+    """bench/ceiling.py: the same URLs on a bare Flask app under the same HTTP server."""
+
+    ready_text = b"ceiling server on http://"
+    ready_status = 404
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, str(Path(__file__).with_name("ceiling.py")), "--host", HOST,
+                "--port", str(port)]
 
 
 def auth_toml(users: dict[str, str]) -> str:
@@ -318,9 +338,11 @@ class HttpClient:
         return target
 
     def request(self, method: str, url: str, data: dict | None = None,
-                params: dict | None = None, headers: dict | None = None) -> Response:
+                params: dict | None = None, headers: dict | None = None,
+                body: bytes | None = None) -> Response:
         target = self._target(url, params)
-        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        if data is not None:
+            body = urllib.parse.urlencode(data).encode()
         hdrs = dict(headers or {})
         if body is not None:
             hdrs.setdefault("Content-Type", "application/x-www-form-urlencoded")
@@ -615,11 +637,13 @@ class Plan:
 
 
 class Bench:
-    def __init__(self, plan: Plan, server: Server, report: Report):
+    def __init__(self, plan: Plan, server: Server, report: Report, ceiling: Ceiling):
         self.plan = plan
         self.server = server
         self.report = report
         self.clients = self._new_clients()
+        self.ceiling = ceiling
+        self.ceiling_clients = Clients(plan.clients, ceiling.url, server_cpu=ceiling.cpu_seconds)
 
     # plumbing ------------------------------------------------------------------------
 
@@ -659,7 +683,7 @@ class Bench:
                                   self.repeat("GET", path, n, clients=self.clients.first(1)))
 
     def create_jobs(self, n: int, run: bool = False) -> Sample:
-        data = {"DURATION": "0", **({"PHASE": "RUN"} if run else {})}
+        data = {**CREATE_FORM, **({"PHASE": "RUN"} if run else {})}
         url = self.url(SERVICE)
         return self.clients.run(range(n), lambda s, _: send(s, "POST", url, data=data), 303,
                                 keep=job_id_of)
@@ -667,6 +691,42 @@ class Bench:
     def delete_jobs(self, ids: list[str]) -> Sample:
         base = self.url(SERVICE)
         return self.clients.run(ids, lambda s, job_id: send(s, "DELETE", f"{base}/{job_id}"), 303)
+
+    # the ceiling: the same requests on bench/ceiling.py ---------------------------------
+
+    def teach(self, key: str, response: Response) -> None:
+        """Give the ceiling the UWS server's answer, so that both send the same bytes."""
+        r = send(self.ceiling_clients.http[0], "PUT",
+                 "/_ceiling/body?" + urllib.parse.urlencode({"key": key}), body=response.content,
+                 headers={"Content-Type": response.headers.get("Content-Type", "text/xml")})
+        if r.status_code != 204:
+            raise RuntimeError(f"the ceiling server refused a body: {r.status_code}")
+
+    def on_ceiling(self, method: str, path: str, n: int, expect: int = 200, one: bool = False,
+                   warmup: int = 10, **kwargs) -> Sample:
+        """The same request n times on the ceiling, over all clients or only the first."""
+        url = self.ceiling.url + path.lstrip("/")
+        clients = self.ceiling_clients.first(1) if one else self.ceiling_clients
+        clients.run(range(min(warmup, n)), lambda s, _: send(s, method, url, **kwargs), expect)
+        return clients.run(range(n), lambda s, _: send(s, method, url, **kwargs), expect)
+
+    def latency_against_ceiling(self, key: str, label: str, path: str, n: int,
+                                ours: Sample) -> None:
+        """The ceiling's 1-client p50 for ``path`` (answering our bytes), and ours / it."""
+        self.teach(urllib.parse.urlsplit(path).query or "job", self.get(path))
+        ceiling = self.report.sample(f"{key}.ceiling.1client", "  the same on the ceiling",
+                                     self.on_ceiling("GET", path, n, one=True))
+        ratio = self.report.figure(f"{key}.ceiling_ratio", ours.p50 / ceiling.p50, "x")
+        print(f"    p50 {ours.p50:.2f} ms / ceiling's {ceiling.p50:.2f} ms = {ratio:.2f}x",
+              flush=True)
+        self.report.check(f"{label} p50 / ceiling's, 1 client", ratio, "x", "<=", CEILING_LATENCY)
+
+    def rate_against_ceiling(self, key: str, label: str, ours: Sample, ceiling: Sample) -> None:
+        ratio = self.report.figure(f"{key}.ceiling_ratio", ours.rate / ceiling.rate, "x")
+        print(f"    rate {ours.rate:.0f}/s / ceiling's {ceiling.rate:.0f}/s = {ratio:.2f}x",
+              flush=True)
+        self.report.check(f"{label} rate / ceiling's, {self.plan.clients} clients", ratio, "x",
+                          ">=", CEILING_RATE)
 
     def cleanup(self, ids: list[str]) -> None:
         s = self.delete_jobs(ids)
@@ -685,6 +745,10 @@ class Bench:
             raise RuntimeError("no job could be created")
         rep.check(f"[1] creation rate, {p.clients} clients", created.rate, "jobs/s", ">=", 300)
         rep.check(f"[1] creation p50, {p.clients} clients", created.p50, "ms", "<=", 22)
+        ceiling = rep.sample("create.ceiling", "  the same on the ceiling",
+                             self.on_ceiling("POST", SERVICE, p.jobs, 303, data=CREATE_FORM),
+                             rate_unit="jobs/s")
+        self.rate_against_ceiling("create", "[1] creation", created, ceiling)
 
         # per-request latency targets: judged on the 1-client row; the C-client row
         # (mostly queueing: latency ~ C / throughput) is shown for information
@@ -694,6 +758,7 @@ class Bench:
                          self.repeat("GET", job_path, p.get_requests))
         alone = self.repeat_alone("get_job", "GET job", job_path, p.get_requests)
         rep.check("[2] GET job p50, 1 client", alone.p50, "ms", "<=", 3)
+        self.latency_against_ceiling("get_job", "[2] GET job", job_path, p.get_requests, alone)
         rep.info(f"[2] GET job p50, {many}", got.p50, "ms", "<=", 3)
 
         for last in (10, 100):
@@ -701,6 +766,8 @@ class Bench:
             s = rep.sample(f"last{last}", f"[3] GET /{path} x{p.last_requests}, {many}",
                            self.repeat("GET", path, p.last_requests))
             alone = self.repeat_alone(f"last{last}", f"LAST={last}", path, p.last_requests)
+            self.latency_against_ceiling(f"last{last}", f"[3] LAST={last}", path,
+                                         p.last_requests, alone)
             if last == 100:
                 rep.check("[3] LAST=100 p50, 1 client", alone.p50, "ms", "<=", 2.5)
                 rep.info(f"[3] LAST=100 p50, {many}", s.p50, "ms", "<=", 2.5)
@@ -708,6 +775,12 @@ class Bench:
         deleted = rep.sample("delete", f"[4] DELETE /{SERVICE}/{{id}} (303)",
                              self.delete_jobs(ids), rate_unit="deletes/s")
         rep.check(f"[4] delete rate, {p.clients} clients", deleted.rate, "deletes/s", ">=", 380)
+        base = f"{SERVICE}/"
+        ceiling = rep.sample("delete.ceiling", "  the same on the ceiling",
+                             self.ceiling_clients.run(ids, lambda s, job_id: send(
+                                 s, "DELETE", f"{self.ceiling.url}{base}{job_id}"), 303),
+                             rate_unit="deletes/s")
+        self.rate_against_ceiling("delete", "[4] deletion", deleted, ceiling)
         left = self.job_count()
         if left != 0:
             rep.problem(f"after deleting every job HEAD /{SERVICE} counts {left} jobs")
@@ -780,8 +853,10 @@ class Bench:
         p50["first"] = rep.sample(f"list.{size}.first",
                                   f"GET /{first_path} (first), {p.clients} clients",
                                   self.repeat("GET", first_path, p.list_requests)).p50
-        p50["first.1client"] = self.repeat_alone(f"list.{size}.first", "first page",
-                                                 first_path, p.list_requests).p50
+        alone = self.repeat_alone(f"list.{size}.first", "first page", first_path, p.list_requests)
+        p50["first.1client"] = alone.p50
+        self.latency_against_ceiling(f"list.{size}.first", f"[5] first page @{size_label(size)}",
+                                     first_path, p.list_requests, alone)
         if page2:
             rep.sample(f"list.{size}.page2", "  page 2 via Link",
                        self.repeat("GET", page2, p.list_requests))
@@ -1101,12 +1176,14 @@ def main(argv=None) -> int:
           f"commit {info['commit'] or '?'}, load average {info['load_before']}")
     data_dir = Path(tempfile.mkdtemp(prefix="uws-bench-")).resolve()
     server = Server(data_dir / "data", data_dir / "server.log")
+    ceiling = Ceiling(data_dir / "ceiling", data_dir / "ceiling.log")
     report = Report()
     status = 0
     try:
         server.start()
-        print(f"server {server.url} data {server.data_dir}", flush=True)
-        bench = Bench(plan, server, report)
+        ceiling.start()
+        print(f"server {server.url} data {server.data_dir}; ceiling {ceiling.url}", flush=True)
+        bench = Bench(plan, server, report, ceiling)
         bench.crud()
         bench.wait_wakeup()
         bench.execution()
@@ -1115,6 +1192,7 @@ def main(argv=None) -> int:
             report.problem(f"{remaining} benchmark jobs left before seeding")
         bench.list_pages(args.seed_live)
         bench.clients.close()
+        bench.ceiling_clients.close()
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         status = 130
@@ -1123,6 +1201,7 @@ def main(argv=None) -> int:
         status = 1
     finally:
         server.stop()
+        ceiling.stop()
     for line in server.log_problems()[:20]:
         report.problems.append(f"server log: {line}")
     info["load_after"] = load_average()

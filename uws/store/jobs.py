@@ -119,8 +119,9 @@ class Store(RunningQueries):
             row = conn.execute(_GET_ANY if owner is None else _GET_OWNED, key).first()
             if row is None:
                 return None
-            params = conn.execute(_GET_PARAMS, key).all()
-            results = conn.execute(_GET_RESULTS, key).all()
+            parts = conn.execute(_GET_PARTS, key).all()
+        params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
+        results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
         return _job(row, params, results)
 
     def owner_of(self, job_id: str, service: str) -> str | None:
@@ -329,10 +330,15 @@ _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
 _INSERT_JOB = J.insert()
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
-_GET_PARAMS = sa.select(P.c.name, P.c.value, P.c.by_reference).where(
-    P.c.job_id == sa.bindparam("id")).order_by(P.c.seq)
-_GET_RESULTS = sa.select(R.c.id, R.c.path, R.c.mime_type, R.c.size).where(
-    R.c.job_id == sa.bindparam("id")).order_by(R.c.seq)
+# A job's parameters (part 0) and results (part 1), in order, in one read.
+_GET_PARTS = sa.union_all(
+    sa.select(sa.literal(0).label("part"), P.c.seq, P.c.name.label("a"), P.c.value.label("b"),
+              P.c.by_reference.label("flag"), sa.null().label("mime"),
+              sa.cast(sa.null(), sa.BigInteger).label("size"))
+    .where(P.c.job_id == sa.bindparam("id")),
+    sa.select(sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(), R.c.mime_type, R.c.size)
+    .where(R.c.job_id == sa.bindparam("id")),
+).order_by("part", "seq")
 
 
 def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):

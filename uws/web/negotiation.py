@@ -58,7 +58,17 @@ def host_problem() -> str | None:
     """Why this request's Host header cannot be answered, or None.  werkzeug refuses
     some names (empty labels, invalid IDNA such as ``xn--a``); the others must be one of
     this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
-    name is used, which needs no check."""
+    name is used, which needs no check.  Worked out once per request."""
+    environ = request.environ
+    if _HOST_PROBLEM not in environ:
+        environ[_HOST_PROBLEM] = _host_problem()
+    return environ[_HOST_PROBLEM]
+
+
+_HOST_PROBLEM = "uws.host_problem"
+
+
+def _host_problem() -> str | None:
     unusable = "the Host header does not name a usable host"
     if isinstance(request.routing_exception, BadHost):
         return unusable
