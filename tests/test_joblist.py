@@ -102,6 +102,14 @@ def test_jobref_shows_phase_runid_nil_owner_and_creation_time(client):
         job.findtext("uws:creationTime", namespaces=NS)
 
 
+def test_jobref_carries_markup_characters_of_a_runid_as_text(client):
+    run_id = 'a<b>&"c\' </uws:runId><x/>\ttab'
+    create_id(client, RUNID=run_id)
+    ref = etree.fromstring(client.get("/sleep?LAST=1").data).find("uws:jobref", NS)
+    assert ref.findtext("uws:runId", namespaces=NS) == run_id
+    assert ref.find("x") is None
+
+
 def test_jobref_without_runid_has_no_runid_element(client):
     create_id(client)
     ref = etree.fromstring(client.get("/sleep").data).find("uws:jobref", NS)
