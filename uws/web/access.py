@@ -38,10 +38,11 @@ def job_view(view):
     return guarded
 
 
-def job_read_view(view):
-    """As :func:`job_view`, for a view that reads the whole job through ``Jobs.get`` or
-    ``Jobs.wait``: they answer the same 404 and 403, so a separate check would only
-    read the job twice on the busiest route.  Such a view has no body to protect."""
+def job_use_case_view(view):
+    """As :func:`job_view`, for a view whose one use case answers the same 404 and 403
+    itself, scoped to the caller in the same query (``Jobs.get``, ``Jobs.wait``,
+    ``Jobs.delete``): a separate check would read the job twice on the busiest routes.
+    Only for views that read no request body, which the guard's early check protects."""
     @functools.wraps(view)
     def guarded(service: str, job_id: str, *args, **kwargs):
         _require_identity(service)

@@ -11,7 +11,7 @@ from ..jobs import Caller
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
-from .access import job_read_view, job_view
+from .access import job_use_case_view, job_view
 from .downloads import download
 from .http import (
     FORM_TYPES,
@@ -62,7 +62,7 @@ def _back_to_list(service: str):
 # -- the job ------------------------------------------------------------------------
 
 @bp.route(JOB, methods=["GET"])
-@job_read_view
+@job_use_case_view
 def get_job(service: str, job_id: str):
     api = jobs_api()
     wait = query_value("WAIT")
@@ -122,7 +122,7 @@ def _wants_delete(control: dict) -> bool:
 
 
 @bp.route(JOB, methods=["DELETE"])
-@job_view
+@job_use_case_view
 def delete_job(service: str, job_id: str):
     jobs_api().delete(service, job_id, caller())
     return _back_to_list(service)

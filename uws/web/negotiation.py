@@ -60,12 +60,19 @@ def host_problem() -> str | None:
     this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
     name is used, which needs no check.  Worked out once per request."""
     environ = request.environ
-    if _HOST_PROBLEM not in environ:
-        environ[_HOST_PROBLEM] = _host_problem()
-    return environ[_HOST_PROBLEM]
+    key = (environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
+           environ.get("wsgi.url_scheme"), environ.get("SCRIPT_NAME"))
+    verdicts = current_app.extensions.setdefault(_VERDICTS, {})
+    if key not in verdicts:
+        if len(verdicts) >= MAX_VERDICTS:   # many Host values (hostile?): start afresh
+            verdicts.clear()
+        verdicts[key] = _host_problem()
+    return verdicts[key]
 
 
-_HOST_PROBLEM = "uws.host_problem"
+_VERDICTS = "uws_host_verdicts"
+#: Host headers whose verdict is remembered (the check costs more than the rest of a GET)
+MAX_VERDICTS = 1024
 
 
 def _host_problem() -> str | None:
