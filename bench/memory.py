@@ -12,7 +12,8 @@ either) and hashed as it is sent; the upload is then checked against the file
 the server stored (size and SHA-256).  Meanwhile the server's VmRSS is read
 from /proc every ``--interval`` seconds.  See bench/README.rst.
 
-    python bench/memory.py [--result-mib 2048] [--upload-mib 1024] [--put] [--keep]
+    python bench/memory.py [--result-mib 2048] [--upload-mib 1024] [--put]
+                           [--download-rate MIB_S] [--keep]
 """
 from __future__ import annotations
 
@@ -160,8 +161,11 @@ def pending_job(url: str) -> str:
 
 
 class Download:
-    def __init__(self, url: str, path: str):
-        self.url, self.path = url, path
+    """GET of the result, read in pieces and discarded; at most ``rate`` bytes a second
+    when given (a slow reader: the server must then hold back, not buffer)."""
+
+    def __init__(self, url: str, path: str, rate: float = 0):
+        self.url, self.path, self.rate = url, path, rate
         self.status = 0
         self.bytes = 0
         self.seconds = 0.0
@@ -177,6 +181,8 @@ class Download:
             buffer = bytearray(PIECE)
             while n := r.readinto(buffer):
                 self.bytes += n
+                if self.rate:
+                    time.sleep(max(0.0, started + self.bytes / self.rate - time.monotonic()))
         except Exception as exc:        # reported, not raised: the other thread goes on
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -266,6 +272,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--put", action="store_true",
                    help="upload by PUT {job}/parameters/IN (application/octet-stream) to a PENDING "
                         "job instead of a multipart creation")
+    p.add_argument("--download-rate", type=float, default=0, metavar="MIB_S",
+                   help="read the download at most this fast (MiB/s; default: as fast as it comes)")
     p.add_argument("--interval", type=float, default=0.05, help="seconds between RSS samples")
     p.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     return p.parse_args(argv)
@@ -285,7 +293,7 @@ def transfer(server: Server, args, failures: list[str]) -> None:
     idle_kib = max(idle)
     print(f"idle VmRSS {mib(idle_kib)} (largest of 5 readings 50 ms apart)", flush=True)
 
-    down = Download(server.url, f"/big/{job}/results/big")
+    down = Download(server.url, f"/big/{job}/results/big", args.download_rate * (1 << 20))
     up = Upload(server.url, upload_bytes, put_to=pending_job(server.url) if args.put else "")
     threads = [threading.Thread(target=down.run), threading.Thread(target=up.run)]
     sampler.start()
@@ -302,7 +310,8 @@ def transfer(server: Server, args, failures: list[str]) -> None:
           f"status {down.status}" + (f", error {down.error}" if down.error else ""))
     print(f"upload:   {upload_bytes} bytes in {up.seconds:.1f} s ({rate(upload_bytes, up.seconds)}), "
           f"status {up.status}" + (f", error {up.error}" if up.error else ""))
-    print(f"together: {wall:.1f} s, {rate(down.bytes + upload_bytes, wall)} both ways")
+    print(f"together: {wall:.1f} s, {rate(down.bytes + upload_bytes, wall)} both ways; both "
+          f"running for the first {min(down.seconds, up.seconds):.1f} s")
     if down.status != 200 or down.bytes != result_bytes:
         failures.append(f"download: status {down.status}, {down.bytes} bytes, "
                         f"expected 200 and {result_bytes}")
