@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory import RssSampler, mib  # noqa: E402
+
 from bench import (  # noqa: E402
     REQUEST_ERRORS,
     SERVICE,
@@ -58,6 +60,7 @@ MAX_OPS_PER_SECOND = 50  # per client: the count bound of a client's loop (never
 PAGE = 50                # extend=...
 MAX_HOPS = 2             # rel="next" links followed after a first page
 USER = "bench"           # the one [auth.users] name with --wrong-passwords
+RSS_TARGET_MIB = 100     # the server's peak VmRSS during the load, above its idle figure
 ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
 FINISHED = ("COMPLETED", "ERROR", "ABORTED", "ARCHIVED")
 FILTERS = [("PENDING",), ("QUEUED",), ("EXECUTING",), ("COMPLETED",), ("ABORTED",),
@@ -507,6 +510,19 @@ def print_memory(start_kib: int | None, peak_kib: int | None) -> None:
           "at the end (the server process; job processes not included)")
 
 
+def print_rss(idle_kib: int | None, sampler: RssSampler | None, after_kib: int | None) -> None:
+    """The server's VmRSS sampled during the load against its idle figure (printed only:
+    the RESULT stays about correctness)."""
+    if sampler is None or idle_kib is None or sampler.peak_kib is None:
+        print("server RSS: not measured")
+        return
+    delta = sampler.peak_kib - idle_kib
+    verdict = "PASS" if delta <= RSS_TARGET_MIB * 1024 else "FAIL"
+    print(f"server RSS: idle {mib(idle_kib)} before the load, peak {mib(sampler.peak_kib)} during it "
+          f"({sampler.samples} samples every {sampler.interval * 1000:.0f} ms), after "
+          f"{mib(after_kib)}; peak − idle {mib(delta)}, target ≤ {RSS_TARGET_MIB} MiB {verdict}")
+
+
 def print_honest(rec: Record, hostile: Hostile) -> None:
     # a WAIT's latency is mostly its wait (WAIT=2): left out, as is the accounting
     lat = [v for op, values in rec.latencies.items()
@@ -544,6 +560,7 @@ def main(argv=None) -> int:
     hostile = Hostile("", 0, 0, 0, 0)
     mix = HostileProcess(hostile)
     memory = [None, None]       # the server's VmRSS after start, VmHWM at the end
+    rss: list = [None, None, None]     # idle VmRSS, the sampler during the load, VmRSS after
     try:
         server.start()
         memory[0] = server.memory_kib("VmRSS")
@@ -557,6 +574,8 @@ def main(argv=None) -> int:
         if before != "0":
             failures.append(f"the server did not start empty: X-Job-Count {before}")
         load = Load(server.url, args.clients, args.seconds, seed)
+        rss[1] = RssSampler(server.proc.pid)
+        rss[0] = rss[1].read()
         host, port = server.url.split("//")[1].rstrip("/").rsplit(":", 1)
         hostile = Hostile(host, int(port), args.idle, args.slow_readers, args.oversize,
                           args.wrong_passwords, USER)
@@ -569,8 +588,12 @@ def main(argv=None) -> int:
                   "wrong-password threads", flush=True)
             time.sleep(2)       # let it take its connections before the honest load
         print(f"\nLoad: {args.clients} clients for {args.seconds:g} s", flush=True)
-        load.run()
-        mix.join()
+        rss[1].start()
+        try:
+            load.run()
+            mix.join()
+        finally:
+            rss[1].stop()
         for r in load.records:
             rec.merge(r)
         print("\nAccounting: GET of every created job, then HEAD /" + SERVICE, flush=True)
@@ -578,6 +601,7 @@ def main(argv=None) -> int:
         if server.proc is None or server.proc.poll() is not None:
             failures.append("the server exited during the test")
         memory[1] = server.memory_kib("VmHWM")
+        rss[2] = server.memory_kib("VmRSS")
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         status = 130
@@ -596,6 +620,7 @@ def main(argv=None) -> int:
     if load is not None:
         print_honest(rec, hostile)
         print_memory(*memory)
+        print_rss(*rss)
     n5xx, unanswered = count_5xx(rec), count_unanswered(rec)
     print(f"\n5xx answers: {n5xx}" + ("" if n5xx == 0 else "   FAIL (must be 0)"))
     print(f"requests without an answer: {unanswered}")

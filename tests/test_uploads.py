@@ -58,3 +58,13 @@ def test_a_refused_upload_update_leaves_the_original_file(client):
                     content_type="multipart/form-data")
     assert r.status_code == 403
     assert client.get(f"{path}/parameters/FILE").data == b"original"
+
+
+def test_a_put_of_a_files_bytes_over_the_limit_answers_413_and_leaves_the_original(client):
+    r = client.post("/checksum", data={"FILE": (io.BytesIO(b"original"), "a.bin")},
+                    content_type="multipart/form-data")
+    path = r.headers["Location"].replace("http://localhost", "")
+    r = client.put(f"{path}/parameters/FILE", data=b"x" * (LIMIT + 1),
+                   content_type="application/octet-stream")
+    assert r.status_code == 413
+    assert client.get(f"{path}/parameters/FILE").data == b"original"

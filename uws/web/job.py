@@ -1,12 +1,10 @@
 """One job and its children: /{jobs}/{id}[/phase|/executionduration|...]."""
 from __future__ import annotations
 
-import io
-
 from flask import Blueprint, request
 from werkzeug.datastructures import FileStorage
 
-from ..errors import BadRequest, NotFound
+from ..errors import BadRequest, NotFound, TooLarge
 from ..jobs import Caller
 from ..render import xml as xmlr
 from ..timeutil import format_time
@@ -15,6 +13,7 @@ from .access import job_use_case_view, job_view
 from .downloads import download
 from .http import (
     FORM_TYPES,
+    MAX_FORM_BYTES,
     UnsupportedMediaType,
     base_url,
     check_unencoded,
@@ -292,11 +291,17 @@ def put_parameter(service: str, job_id: str, name: str):
 
 
 def _raw_body_value(api, service: str, name: str):
+    """A PUT's whole body as the value: a file's bytes streamed from the server's
+    spooled body to the staged upload (never held in memory), or text read up to a
+    bound (413 past it)."""
     check_unencoded()
-    body = request.get_data(cache=False)
     spec = api.service(service).spec(name) if _known(api, service, name) else None
     if spec is not None and spec.is_file and request.mimetype == "application/octet-stream":
-        return [], {spec.name: FileStorage(io.BytesIO(body), filename=spec.name)}
+        return [], {spec.name: FileStorage(request.stream, filename=spec.name)}
+    limit = max(MAX_FORM_BYTES, 4 * spec.max_length) if spec is not None else MAX_FORM_BYTES
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise TooLarge(f"{name}: a text value of more than {limit} bytes")
     try:
         return [(name, body.decode("utf-8"))], {}
     except UnicodeDecodeError:
