@@ -5,11 +5,11 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import requests
 
-from .documents import FINAL_PHASES, Job, JobRef, Result, parse_job, parse_job_list
+from .documents import Job, JobRef, Result, parse_job, parse_job_list
 from .errors import NotFound, ProtocolError, Timeout
 from .http import Transport
 
@@ -157,11 +157,11 @@ class Client:
             else:
                 latest = self.get(current.url)
             took = time.monotonic() - started
-            if latest.phase != current.phase or latest.progress != current.progress:
+            if latest.phase != current.phase:
                 delay = min_delay
             if not latest.is_final and latest.phase == current.phase and took < asked / 2:
                 # the server did not block: back off before asking again
-                pause = delay if left is None else min(delay, max(0.0, deadline - time.monotonic()))
+                pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
                 time.sleep(pause)
                 delay = min(delay * 1.5, max_delay)
             current = latest
@@ -222,7 +222,7 @@ class _Uploads:
         self.opened: list[IO[bytes]] = []
 
     def __enter__(self) -> dict:
-        parts = {}
+        parts: dict[str, tuple[str, Any, str]] = {}
         for name, value in self.files.items():
             if isinstance(value, str | Path):
                 handle = open(value, "rb")

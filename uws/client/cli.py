@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from . import display
-from .api import Client
+from .api import Client, Value
 from .documents import Job, to_dict
 from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
 
@@ -123,8 +123,8 @@ def show(opts: Options, job):
         display.job(found)
 
 
-def _parameters(pairs) -> dict[str, list[str]]:
-    parameters: dict[str, list[str]] = {}
+def _parameters(pairs) -> dict[str, list[Value]]:
+    parameters: dict[str, list[Value]] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
@@ -148,8 +148,7 @@ def _parameters(pairs) -> dict[str, list[str]]:
 def create(opts: Options, parameters, files, run, run_id, execution_duration, destruction,
            wait_too, timeout, progress):
     """Create a job from NAME=VALUE parameters (and uploads); prints its id."""
-    uploads = {name: Path(path) for name, path in
-               ((n, p[0]) for n, p in _parameters(files).items())}
+    uploads = {name: Path(str(paths[0])) for name, paths in _parameters(files).items()}
     for path in uploads.values():
         if not path.is_file():
             raise click.BadParameter(f"{path}: no such file", param_hint="--file")
