@@ -249,8 +249,8 @@ def test_wrong_credentials_exit_6(guarded):
 
 
 def test_installed_uws_command_dispatches_to_jobs(server):
-    done = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "--json", "create", "DURATION=0", "--run",
-                           "--wait"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "--json", "create", "DURATION=0",
+                           "--run", "--wait"], capture_output=True, text=True, timeout=60)
     assert done.returncode == COMPLETED, done.stderr
     assert json.loads(done.stdout)["phase"] == "COMPLETED"
     failed = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "create", "DURATION=0", "FAIL=true",
