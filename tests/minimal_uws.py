@@ -4,8 +4,9 @@ http.server, jobs in a dict, nothing of our app or our renderers.
 Its quirks differ from our server's on purpose, so the client is shown to follow UWS and
 not our habits: WAIT is ignored (answers at once), documents use the prefixes ``u:`` and
 ``xl:``, the list pages with ``Link: rel="next"`` (``?page=N``), Locations are relative,
-a result's href answers 303 to where its bytes are served (with byte ranges), progress is
-``<m:percent>`` in jobInfo, and ``version`` can be left out (a UWS 1.0 server).
+a result's href answers 303 to where its bytes are served (with byte ranges, unless
+``ranges=False``), progress is ``<m:percent>`` in jobInfo, and ``version`` can be left
+out (a UWS 1.0 server).
 
 A job runs by the clock: RUN makes it EXECUTING; DURATION seconds later a read finds it
 COMPLETED (ERROR with FAIL=true). Every request is recorded in ``requests``.
@@ -38,12 +39,15 @@ class MinimalUWS:
     """``with MinimalUWS() as server: server.url`` is its job list."""
 
     def __init__(self, users: dict[str, str] | None = None, tokens: dict[str, str] | None = None,
-                 version: str | None = "1.1", page_size: int = 2, result_bytes: int = 200_000):
+                 version: str | None = "1.1", page_size: int = 2, result_bytes: int = 200_000,
+                 ranges: bool = True, cut_after: int | None = None):
         self.users = users or {}
         self.tokens = tokens or {}
         self.version = version
         self.page_size = page_size
         self.result_bytes = result_bytes
+        self.ranges = ranges            # False: Range headers ignored, whole files sent
+        self.cut_after = cut_after      # a whole file's connection breaks after these bytes
         self.jobs: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -244,14 +248,27 @@ def _handler(server: MinimalUWS):
                 return self._reply(404, "no such file")
             data = server.content(job, name)
             ranged = self.headers.get("Range", "")
-            if ranged.startswith("bytes=") and ranged.endswith("-"):
+            if server.ranges and ranged.startswith("bytes=") and ranged.endswith("-"):
                 start = int(ranged[6:-1])
                 if start >= len(data):
                     return self._reply(416, b"", headers={"Content-Range": f"bytes */{len(data)}"})
                 return self._reply(206, data[start:], "application/octet-stream",
                                    {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}",
                                     "Accept-Ranges": "bytes"})
-            self._reply(200, data, "application/octet-stream", {"Accept-Ranges": "bytes"})
+            if server.cut_after is not None:
+                return self._cut(data, server.cut_after)
+            self._reply(200, data, "application/octet-stream",
+                        {"Accept-Ranges": "bytes"} if server.ranges else {})
+
+        def _cut(self, data: bytes, after: int) -> None:
+            """Promise the whole file, send its start, and hang up."""
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            self.wfile.write(data[:after])
+            self.wfile.flush()
+            self.close_connection = True
 
         def do_POST(self):
             parts, query = self._record()

@@ -239,6 +239,31 @@ def test_download_resumes_with_a_range_request(other, minimal, tmp_path):
     assert ranges == ["bytes=12345-"]
 
 
+def test_a_broken_download_raises_and_the_next_one_resumes(tmp_path):
+    with MinimalUWS(cut_after=70_000) as server:
+        client = Client(server.url)
+        job = client.wait(client.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
+        target = tmp_path / "echo"
+        with pytest.raises(ConnectionFailed):
+            client.download(client.result(job, "echo"), target)
+        kept = target.stat().st_size        # what arrived in whole chunks
+        assert 0 < kept <= 70_000
+        client.download(client.result(job, "echo"), target)
+        assert target.read_bytes() == server.content(server.jobs[job.job_id], "echo")
+        assert server.requests[-1]["headers"]["Range"] == f"bytes={kept}-"
+
+
+def test_download_from_a_server_without_ranges_fetches_the_whole_file_again(tmp_path):
+    with MinimalUWS(ranges=False) as server:
+        client = Client(server.url)
+        job = client.wait(client.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
+        whole = server.content(server.jobs[job.job_id], "echo")
+        target = tmp_path / "echo"
+        target.write_bytes(whole[:500])
+        client.download(client.result(job, "echo"), target)
+        assert target.read_bytes() == whole
+
+
 def test_download_of_a_whole_file_leaves_it_as_it_is(other, minimal, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
     target = tmp_path / "echo"

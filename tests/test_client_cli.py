@@ -213,6 +213,23 @@ def test_results_output_resumes_a_partial_file(server, tmp_path):
     assert (tmp_path / "echo").read_bytes() == whole
 
 
+def test_results_output_into_a_directory_names_the_file_by_result(server, tmp_path):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    assert uws_jobs(server, "results", job_id, "note", "-o", str(tmp_path)).exit_code == 0
+    assert (tmp_path / "note").read_text() == f"job {job_id} done\n"
+
+
+def test_a_broken_download_exits_7_and_a_second_run_completes_it(tmp_path):
+    with MinimalUWS(cut_after=100_000) as server:
+        job_id = created(server, "DURATION=0", "--run")
+        uws_jobs(server, "wait", job_id)
+        target = str(tmp_path / "echo")
+        assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == CONNECTION
+        assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == 0
+        assert (tmp_path / "echo").read_bytes() == server.content(server.jobs[job_id], "echo")
+
+
 def test_unknown_result_exits_6(server):
     job_id = created(server, "DURATION=0", "--run")
     uws_jobs(server, "wait", job_id)

@@ -183,7 +183,7 @@ class Client:
         """Every result of the job into ``directory``, each as a file named for its id."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        return [self.download(r, folder / _file_name(r)) for r in self.results(job)]
+        return [self.download(r, folder / file_name(r)) for r in self.results(job)]
 
     def result(self, job: str | Job | JobRef, result_id: str) -> Result:
         for r in self.results(job):
@@ -192,7 +192,7 @@ class Client:
         raise NotFound(404, f"the job has no result {result_id!r}", self.job_url(job))
 
 
-def _file_name(result: Result) -> str:
+def file_name(result: Result) -> str:
     """The result's id, made safe as a file name (no directories, no dot files)."""
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.id).lstrip(".")
     return name or "result"

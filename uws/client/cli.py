@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from . import display
-from .api import Client, Value
+from .api import Client, Value, file_name
 from .documents import Job, to_dict
 from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
 
@@ -220,8 +220,8 @@ def delete(opts: Options, job):
 @click.argument("job")
 @click.argument("result_id", required=False)
 @click.option("--output", "-o", type=click.Path(path_type=Path),
-              help="Download: a file for RESULT_ID, else a directory for every result. "
-                   "A partial file is resumed.")
+              help="Download: a file (or a directory) for RESULT_ID, else a directory for "
+                   "every result. A partial file is resumed.")
 @pass_options
 @handled
 def results(opts: Options, job, result_id, output):
@@ -234,7 +234,8 @@ def results(opts: Options, job, result_id, output):
             display.results(found)
         return
     if result_id:
-        saved = [opts.client.download(found[0], output)]
+        target = output / file_name(found[0]) if output.is_dir() else output
+        saved = [opts.client.download(found[0], target)]
     else:
         saved = opts.client.download_all(job, output)
     opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size} for r, p in zip(found, saved)],

@@ -86,8 +86,12 @@ class Transport:
             if start and start != have:
                 raise ProtocolError(f"{url}: asked for bytes from {have}, got them from {start}")
             with open(path, mode) as out:
-                for chunk in response.iter_content(CHUNK):
-                    out.write(chunk)
+                try:
+                    for chunk in response.iter_content(CHUNK):
+                        out.write(chunk)
+                except requests.RequestException as exc:
+                    # what arrived stays in the file: the next download resumes from there
+                    raise ConnectionFailed(f"{url}: the download broke off: {exc}") from None
                 out.flush()
                 os.fsync(out.fileno())
         return path.stat().st_size
