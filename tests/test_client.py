@@ -61,6 +61,13 @@ def test_failed_job_carries_its_error_summary(ours):
     assert "boom" in job.error_summary.message
 
 
+def test_error_detail_is_the_servers_error_resource(ours):
+    job = ours.wait(ours.create({"DURATION": 0, "FAIL": True, "MESSAGE": "boom"}, run=True),
+                    timeout=FINAL_TIMEOUT)
+    assert ours.error(job) == job.error_summary
+    assert "boom" in ours.error_detail(job)
+
+
 def test_abort_ends_a_running_job_aborted(ours):
     assert ours.abort(ours.create({"DURATION": 60}, run=True)).phase == "ABORTED"
 

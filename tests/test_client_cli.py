@@ -135,6 +135,13 @@ def test_wait_exits_5_on_timeout(server):
     assert "still EXECUTING" in result.stderr
 
 
+def test_wait_on_a_pending_job_says_it_must_be_run(server):
+    job_id = created(server, "DURATION=1")
+    result = uws_jobs(server, "wait", job_id, "--timeout", "0.3")
+    assert result.exit_code == TIMEOUT
+    assert f"uws jobs run {job_id}" in result.stderr
+
+
 def test_run_wait_exits_by_the_final_phase(server):
     job_id = created(server, "DURATION=0", "FAIL=true")
     assert uws_jobs(server, "run", job_id, "--wait").exit_code == ERROR

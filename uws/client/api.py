@@ -6,10 +6,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 import requests
 
-from .documents import Job, JobRef, Result, parse_job, parse_job_list
+from .documents import ErrorSummary, Job, JobRef, Parameter, Result, parse_job, parse_job_list
 from .errors import NotFound, ProtocolError, Timeout
 from .http import Transport
 
@@ -33,7 +34,7 @@ class Client:
     def job_url(self, job: str | Job | JobRef) -> str:
         if isinstance(job, Job | JobRef):
             return job.url
-        return job if "://" in job else f"{self.url}/{job}"
+        return job if "://" in job else f"{self.url}/{quote(job, safe='')}"
 
     # -- reading ------------------------------------------------------------------------
 
@@ -71,6 +72,17 @@ class Client:
 
     def phase(self, job: str | Job | JobRef) -> str:
         return self.http.get(self.job_url(job) + "/phase").text.strip().upper()
+
+    def parameters(self, job: str | Job | JobRef) -> tuple[Parameter, ...]:
+        return self.get(job).parameters
+
+    def error(self, job: str | Job | JobRef) -> ErrorSummary | None:
+        """The error summary (None unless the job ended in ERROR or was ABORTED with one)."""
+        return self.get(job).error_summary
+
+    def error_detail(self, job: str | Job | JobRef) -> str:
+        """The text of ``{job}/error``: the detail behind the summary's message."""
+        return self.http.get(self.job_url(job) + "/error").text
 
     # -- changing -----------------------------------------------------------------------
 

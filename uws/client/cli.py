@@ -187,6 +187,9 @@ def wait(opts: Options, job, timeout, progress):
 
 def _wait(opts: Options, job: Job, timeout, progress) -> None:
     show_bar = (not opts.json and sys.stderr.isatty()) if progress is None else progress
+    if job.phase in ("PENDING", "HELD"):
+        click.echo(f"uws jobs: job {job.job_id} is {job.phase}: it starts only once run "
+                   f"(uws jobs run {job.job_id})", err=True)
     with display.WaitProgress(enabled=show_bar) as bar:
         done = opts.client.wait(job, timeout=timeout, block=1 if show_bar else 30, on_update=bar.update)
     text = f"{done.job_id} {done.phase}"

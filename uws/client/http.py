@@ -58,10 +58,10 @@ class Transport:
         return self.request("GET", url, **kwargs)
 
     def post(self, url: str, **kwargs) -> str:
-        """POST, expecting UWS's 303 (or a 200 from lenient servers); the redirect's
-        absolute URL, or ``url`` when there is none."""
+        """POST, expecting UWS's 303 (or a 200 from lenient servers); the absolute URL of
+        its Location, or ``url`` when there is none."""
         response = self.request("POST", url, **kwargs)
-        if response.is_redirect and response.headers.get("Location"):
+        if response.headers.get("Location"):       # 303 as UWS says; 201 or 302 elsewhere
             return urljoin(url, response.headers["Location"])
         if response.status_code >= 300:
             raise ProtocolError(f"POST {url}: {response.status_code} without a Location")
