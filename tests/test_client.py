@@ -9,11 +9,16 @@ import socket
 
 import pytest
 import requests
+from werkzeug.security import generate_password_hash
 
 from minimal_uws import MinimalUWS
+from uws.auth import AuthConfig, token_digest
 from uws.client import AuthError, Client, ConnectionFailed, Forbidden, HTTPError, NotFound, ProtocolError
 from uws.client import Timeout as WaitTimeout
 from uws.client.documents import parse_job
+from uws.web.app import create_app, shutdown
+
+from conftest import LiveServer, make_config
 
 FINAL_TIMEOUT = 30
 
@@ -126,6 +131,37 @@ def test_download_resumes_a_partial_file_from_our_server(ours, tmp_path):
     target.write_bytes(whole[:1000])
     ours.download(ours.result(job, "result"), target)
     assert target.read_bytes() == whole
+
+
+@pytest.fixture
+def ours_with_auth(tmp_path, db_url):
+    """Our server with Basic (alice) and a bearer token (carol)."""
+    cfg = make_config(tmp_path, db_url)
+    cfg.auth = AuthConfig(modes=("basic", "bearer"),
+                          users={"alice": generate_password_hash("wonderland", method="pbkdf2:sha256:1000")},
+                          tokens={token_digest("t0ken"): "carol"})
+    application = create_app(cfg)
+    with LiveServer(application) as server:
+        yield f"{server.url}/sleep"
+    shutdown(application)
+
+
+def test_our_server_takes_basic_and_bearer_credentials(ours_with_auth):
+    alice = Client(ours_with_auth, user="alice", password="wonderland")
+    carol = Client(ours_with_auth, token="t0ken")
+    assert alice.create({"DURATION": 5}).owner_id == "alice"
+    assert carol.create({"DURATION": 5}).owner_id == "carol"
+
+
+def test_another_owners_job_on_our_server_raises_forbidden(ours_with_auth):
+    job = Client(ours_with_auth, token="t0ken").create({"DURATION": 5})
+    with pytest.raises(Forbidden):
+        Client(ours_with_auth, user="alice", password="wonderland").get(job.job_id)
+
+
+def test_a_wrong_token_on_our_server_raises_auth_error(ours_with_auth):
+    with pytest.raises(AuthError):
+        list(Client(ours_with_auth, token="nope").jobs())
 
 
 # -- the independent minimal server -----------------------------------------------------------
