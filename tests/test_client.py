@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -334,6 +336,14 @@ def test_entities_in_a_document_are_not_expanded():
             b"<uws:phase>PENDING</uws:phase><uws:runId>&x;</uws:runId></uws:job>")
     job = parse_job(body, "http://example.org/jobs/a")
     assert "root:" not in (job.run_id or "")
+
+
+def test_the_client_loads_none_of_the_servers_frameworks():
+    program = ("import sys, uws.client, uws.client.cli\n"
+               "print(sorted({m.split('.')[0] for m in sys.modules} & "
+               "{'flask', 'sqlalchemy', 'waitress', 'apscheduler'}))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
 
 
 def test_unreachable_server_raises_connection_failed():
