@@ -163,20 +163,25 @@ class Client:
                 raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
                               current)
             asked = max(1, int(min(block, left if left is not None else block)))
-            started = time.monotonic()
-            if current.version == "1.1":
-                latest = self.get(current.url, wait=asked, phase=current.phase)
-            else:
-                latest = self.get(current.url)
-            took = time.monotonic() - started
+            latest, blocked = self._next(current, asked)
             if latest.phase != current.phase:
                 delay = min_delay
-            if not latest.is_final and latest.phase == current.phase and took < asked / 2:
-                # the server did not block: back off before asking again
+            elif not blocked and not latest.is_final:
                 pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
                 time.sleep(pause)
                 delay = min(delay * 1.5, max_delay)
             current = latest
+
+    def _next(self, current: Job, asked: int) -> tuple[Job, bool]:
+        """The job again, with WAIT on UWS 1.1 servers; and whether the server blocked.
+        A server may cut a WAIT short (ours at its wait_max), so only an answer well under
+        half a second counts as not blocking: that server is then polled with a delay."""
+        started = time.monotonic()
+        if current.version == "1.1":
+            latest = self.get(current.url, wait=asked, phase=current.phase)
+        else:
+            latest = self.get(current.url)
+        return latest, time.monotonic() - started >= min(asked / 2, 0.5)
 
     # -- results ------------------------------------------------------------------------
 
