@@ -1,5 +1,6 @@
 """Command line: ``uws serve`` (the embedded server, or a front end), ``uws worker``
-(a Celery worker running jobs) and ``uws db`` (the database's schema)."""
+(a Celery worker running jobs), ``uws db`` (the database's schema) and ``uws jobs``
+(the client, a click group of its own: uws/client/cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,9 @@ from collections.abc import Callable
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["jobs"]:
+        return jobs_command(argv[1:])
     parser = argparse.ArgumentParser(prog="uws", description="IVOA UWS 1.1 job server")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the embedded server (SQLite, local executor)")
@@ -23,6 +27,8 @@ def main(argv=None) -> int:
     worker.add_argument("--config", help="TOML configuration file (the front ends' one)")
     worker.add_argument("--data-dir", help="the shared data directory (uploads, results)")
     worker.add_argument("--slots", type=int, help="jobs run at once (default: [executor] slots)")
+    sub.add_parser("jobs", help="the client: list, create, run, wait, ... jobs of any UWS server "
+                   "(uws jobs --help)", add_help=False)
     db = sub.add_parser("db", help="the database's schema revision").add_subparsers(
         dest="db_command", required=True)
     for name, text in (("upgrade", "bring the database to the newest schema (create it if empty)"),
@@ -33,6 +39,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     commands = {"serve": serve_command, "worker": worker_command, "db": db_command}
     return commands[args.command](args)
+
+
+def jobs_command(argv: list[str]) -> int:
+    from .client.cli import jobs
+
+    try:
+        jobs.main(args=argv, prog_name="uws jobs", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
 def worker_command(args) -> int:

@@ -1,0 +1,282 @@
+"""``uws jobs …`` (uws/client/cli.py): each subcommand, its ``--json`` output and each
+documented exit code, against tests/minimal_uws.py (an independent server) and, for the
+real dispatch from the ``uws`` command, a subprocess of the installed ``uws``."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from minimal_uws import MinimalUWS
+from uws.client.cli import jobs
+
+from uwshelp import UWS_COMMAND
+
+COMPLETED, USAGE, ERROR, ABORTED, TIMEOUT, HTTP, CONNECTION, PROTOCOL = 0, 2, 3, 4, 5, 6, 7, 8
+
+
+@pytest.fixture
+def server():
+    with MinimalUWS() as minimal:
+        yield minimal
+
+
+def uws_jobs(server: MinimalUWS, *args: str, env: dict | None = None):
+    return CliRunner().invoke(jobs, ["--url", server.url, *args], env=env)
+
+
+def as_json(server: MinimalUWS, *args: str):
+    result = uws_jobs(server, "--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def created(server: MinimalUWS, *params: str) -> str:
+    return as_json(server, "create", *params)["job_id"]
+
+
+def test_create_prints_the_new_jobs_id_phase_and_url(server):
+    result = uws_jobs(server, "create", "DURATION=5")
+    job_id, phase, url = result.stdout.split()
+    assert (result.exit_code, phase, url) == (0, "PENDING", f"{server.url}/{job_id}")
+
+
+def test_create_json_shows_parameters_and_run_id(server):
+    job = as_json(server, "create", "DURATION=5", "COLOUR=red", "--run-id", "r7")
+    assert job["run_id"] == "r7"
+    assert {"id": "COLOUR", "value": "red", "by_reference": False, "is_post": False} in job["parameters"]
+
+
+def test_create_uploads_a_file(server, tmp_path):
+    data = tmp_path / "table.bin"
+    data.write_bytes(b"\x00\x01uploaded")
+    job_id = created(server, "DURATION=0", "--run", "--file", f"TABLE={data}")
+    uws_jobs(server, "wait", job_id)
+    assert uws_jobs(server, "results", job_id, "echo", "--output", str(tmp_path / "e")).exit_code == 0
+    assert (tmp_path / "e").read_bytes() == b"\x00\x01uploaded"
+
+
+def test_a_parameter_without_equals_sign_is_bad_usage(server):
+    assert uws_jobs(server, "create", "DURATION").exit_code == USAGE
+
+
+def test_no_url_is_bad_usage(server):
+    result = CliRunner().invoke(jobs, ["list"], env={"UWS_URL": None})
+    assert result.exit_code == USAGE
+    assert "--url" in result.stderr
+
+
+def test_url_from_the_environment(server):
+    job_id = created(server, "DURATION=5")
+    result = CliRunner().invoke(jobs, ["--json", "list"], env={"UWS_URL": server.url})
+    assert [r["id"] for r in json.loads(result.stdout)] == [job_id]
+
+
+def test_list_json_follows_every_page(server):
+    made = {created(server, "DURATION=5") for _ in range(5)}
+    assert {r["id"] for r in as_json(server, "list")} == made
+
+
+def test_list_filters_by_phase(server):
+    running = as_json(server, "create", "DURATION=60", "--run")["job_id"]
+    created(server, "DURATION=60")
+    assert [r["id"] for r in as_json(server, "list", "--phase", "EXECUTING")] == [running]
+
+
+def test_list_table_shows_each_job_whole(server):
+    job_id = created(server, "DURATION=5")
+    result = uws_jobs(server, "list")
+    assert job_id in result.stdout and "PENDING" in result.stdout
+
+
+def test_show_json_is_the_job(server):
+    job_id = created(server, "DURATION=5")
+    job = as_json(server, "show", job_id)
+    assert (job["job_id"], job["phase"], job["url"]) == (job_id, "PENDING", f"{server.url}/{job_id}")
+
+
+def test_show_table_names_the_fields(server):
+    job_id = created(server, "DURATION=5")
+    assert "parameter DURATION" in uws_jobs(server, "show", job_id).stdout
+
+
+def test_run_starts_the_job(server):
+    job_id = created(server, "DURATION=60")
+    assert as_json(server, "run", job_id)["phase"] == "EXECUTING"
+
+
+def test_wait_exits_0_when_completed(server):
+    job_id = created(server, "DURATION=0.3", "--run")
+    result = uws_jobs(server, "--json", "wait", job_id)
+    assert result.exit_code == COMPLETED
+    assert json.loads(result.stdout)["phase"] == "COMPLETED"
+
+
+def test_wait_exits_3_on_error_and_prints_the_message(server):
+    job_id = created(server, "DURATION=0", "FAIL=true", "--run")
+    result = uws_jobs(server, "wait", job_id)
+    assert result.exit_code == ERROR
+    assert "failed as asked" in result.stdout
+
+
+def test_wait_exits_4_when_aborted(server):
+    job_id = created(server, "DURATION=60", "--run")
+    assert as_json(server, "abort", job_id)["phase"] == "ABORTED"
+    assert uws_jobs(server, "wait", job_id).exit_code == ABORTED
+
+
+def test_wait_exits_5_on_timeout(server):
+    job_id = created(server, "DURATION=60", "--run")
+    result = uws_jobs(server, "wait", job_id, "--timeout", "0.5")
+    assert result.exit_code == TIMEOUT
+    assert "still EXECUTING" in result.stderr
+
+
+def test_wait_on_a_pending_job_says_it_must_be_run(server):
+    job_id = created(server, "DURATION=1")
+    result = uws_jobs(server, "wait", job_id, "--timeout", "0.3")
+    assert result.exit_code == TIMEOUT
+    assert f"uws jobs run {job_id}" in result.stderr
+
+
+def test_run_wait_exits_by_the_final_phase(server):
+    job_id = created(server, "DURATION=0", "FAIL=true")
+    assert uws_jobs(server, "run", job_id, "--wait").exit_code == ERROR
+
+
+def test_progress_bar_shows_the_servers_percent(server):
+    job_id = created(server, "DURATION=1", "--run")
+    result = uws_jobs(server, "wait", job_id, "--progress")
+    assert "100%" in result.stderr
+
+
+def test_progress_bar_without_percent_shows_time_elapsed(server):
+    job_id = created(server, "DURATION=0", "FAIL=true", "--run")
+    result = uws_jobs(server, "wait", job_id, "--progress")
+    assert "0:00:0" in result.stderr and "%" not in result.stderr
+
+
+def test_json_wait_draws_no_bar(server):
+    job_id = created(server, "DURATION=0.3", "--run")
+    assert uws_jobs(server, "--json", "wait", job_id).stderr == ""
+
+
+def test_delete_then_show_exits_6(server):
+    job_id = created(server, "DURATION=5")
+    assert as_json(server, "delete", job_id) == {"deleted": f"{server.url}/{job_id}"}
+    result = uws_jobs(server, "show", job_id)
+    assert result.exit_code == HTTP
+    assert "404" in result.stderr and "no such job" in result.stderr
+
+
+def test_abort_of_a_finished_job_exits_6(server):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    assert uws_jobs(server, "abort", job_id).exit_code == HTTP
+
+
+def test_unreachable_server_exits_7():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(jobs, ["--url", f"http://127.0.0.1:{port}/jobs", "list"])
+    assert result.exit_code == CONNECTION
+    assert "cannot reach" in result.stderr
+
+
+def test_an_answer_that_is_not_uws_exits_8(server):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    result = CliRunner().invoke(jobs, ["--url", f"{server.root}/files/{job_id}/note", "list"])
+    assert result.exit_code == PROTOCOL
+
+
+def test_results_json_lists_the_results(server):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    results = as_json(server, "results", job_id)
+    assert [(r["id"], r["href"]) for r in results] == [
+        ("echo", f"{server.url}/{job_id}/results/echo"), ("note", f"{server.url}/{job_id}/results/note")]
+
+
+def test_results_output_downloads_every_result_into_a_directory(server, tmp_path):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    saved = as_json(server, "results", job_id, "--output", str(tmp_path / "out"))
+    note = f"job {job_id} done\n"
+    assert {s["id"]: s["bytes"] for s in saved} == {"echo": server.result_bytes, "note": len(note)}
+    assert (tmp_path / "out" / "note").read_text() == note
+
+
+def test_results_output_resumes_a_partial_file(server, tmp_path):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    whole = server.content(server.jobs[job_id], "echo")
+    (tmp_path / "echo").write_bytes(whole[:1000])
+    assert uws_jobs(server, "results", job_id, "echo", "-o", str(tmp_path / "echo")).exit_code == 0
+    assert (tmp_path / "echo").read_bytes() == whole
+
+
+def test_results_output_into_a_directory_names_the_file_by_result(server, tmp_path):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    assert uws_jobs(server, "results", job_id, "note", "-o", str(tmp_path)).exit_code == 0
+    assert (tmp_path / "note").read_text() == f"job {job_id} done\n"
+
+
+def test_a_broken_download_exits_7_and_a_second_run_completes_it(tmp_path):
+    with MinimalUWS(cut_after=100_000) as server:
+        job_id = created(server, "DURATION=0", "--run")
+        uws_jobs(server, "wait", job_id)
+        target = str(tmp_path / "echo")
+        assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == CONNECTION
+        assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == 0
+        assert (tmp_path / "echo").read_bytes() == server.content(server.jobs[job_id], "echo")
+
+
+def test_unknown_result_exits_6(server):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    assert uws_jobs(server, "results", job_id, "nope").exit_code == HTTP
+
+
+@pytest.fixture
+def guarded():
+    with MinimalUWS(users={"alice": "secret"}, tokens={"tok-1": "carol"}) as minimal:
+        yield minimal
+
+
+def test_basic_auth_options(guarded):
+    job = as_json(guarded, "--user", "alice", "--password", "secret", "create", "DURATION=1")
+    assert job["owner_id"] == "alice"
+
+
+def test_password_is_asked_for_when_missing(guarded):
+    result = CliRunner().invoke(jobs, ["--url", guarded.url, "--user", "alice", "--json", "create",
+                                       "DURATION=1"], input="secret\n")
+    assert json.loads(result.stdout)["owner_id"] == "alice"
+
+
+def test_token_from_the_environment(guarded):
+    result = CliRunner().invoke(jobs, ["--url", guarded.url, "--json", "create", "DURATION=1"],
+                                env={"UWS_TOKEN": "tok-1"})
+    assert json.loads(result.stdout)["owner_id"] == "carol"
+
+
+def test_wrong_credentials_exit_6(guarded):
+    result = uws_jobs(guarded, "--token", "wrong", "list")
+    assert result.exit_code == HTTP
+    assert "401" in result.stderr
+
+
+def test_installed_uws_command_dispatches_to_jobs(server):
+    done = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "--json", "create", "DURATION=0",
+                           "--run", "--wait"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == COMPLETED, done.stderr
+    assert json.loads(done.stdout)["phase"] == "COMPLETED"
+    failed = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "create", "DURATION=0", "FAIL=true",
+                             "--run", "--wait"], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == ERROR

@@ -1,0 +1,254 @@
+"""``Client``: the UWS 1.1 operations on one job list, for any server."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+import requests
+
+from .documents import ErrorSummary, Job, JobRef, Parameter, Result, parse_job, parse_job_list
+from .errors import NotFound, ProtocolError, Timeout
+from .http import Transport
+
+Value = str | int | float | bool
+Upload = str | Path | bytes | IO[bytes]
+
+
+class Client:
+    """A UWS job list at ``url`` (e.g. ``https://host/tap/async``).
+
+    Jobs are named by id or by absolute URL. Credentials: ``user``/``password`` (Basic),
+    ``token`` (Bearer), or a ready ``requests`` session. ``timeout`` bounds each request.
+    """
+
+    def __init__(self, url: str, *, user: str | None = None, password: str | None = None,
+                 token: str | None = None, session: requests.Session | None = None,
+                 timeout: float = 30):
+        self.url = url.rstrip("/")
+        self.http = Transport(session, user=user, password=password, token=token, timeout=timeout)
+
+    def job_url(self, job: str | Job | JobRef) -> str:
+        if isinstance(job, Job | JobRef):
+            return job.url
+        return job if "://" in job else f"{self.url}/{quote(job, safe='')}"
+
+    # -- reading ------------------------------------------------------------------------
+
+    def jobs(self, phases: Iterable[str] = (), after: dt.datetime | str | None = None,
+             last: int | None = None, page_size: int | None = None) -> Iterator[JobRef]:
+        """The job list filtered as UWS 1.1 says (PHASE, AFTER, LAST), page after page when
+        the server sends ``Link: rel="next"`` (``page_size``: this server's ``extend``)."""
+        params: list[tuple[str, str]] = [("PHASE", p.upper()) for p in phases]
+        if after is not None:
+            params.append(("AFTER", _time_text(after)))
+        if last is not None:
+            params.append(("LAST", str(last)))
+        if page_size is not None:
+            params.append(("extend", str(page_size)))
+        url: str | None = self.url
+        seen = set()
+        while url is not None and url not in seen:
+            seen.add(url)
+            response = self.http.get(url, params=params if url == self.url else None)
+            yield from parse_job_list(response.content, response.url)
+            url = response.links.get("next", {}).get("url")
+            url = requests.compat.urljoin(response.url, url) if url else None
+
+    def get(self, job: str | Job | JobRef, wait: int | None = None, phase: str | None = None) -> Job:
+        """The job document; ``wait`` seconds of blocking (UWS 1.1 WAIT) while it stays in
+        ``phase`` (or in any active phase)."""
+        url = self.job_url(job)
+        params = {}
+        if wait is not None:
+            params["WAIT"] = str(wait)
+            if phase:
+                params["PHASE"] = phase
+        response = self.http.get(url, params=params, block=max(wait or 0, 0))
+        return parse_job(response.content, url)
+
+    def phase(self, job: str | Job | JobRef) -> str:
+        return self.http.get(self.job_url(job) + "/phase").text.strip().upper()
+
+    def parameters(self, job: str | Job | JobRef) -> tuple[Parameter, ...]:
+        return self.get(job).parameters
+
+    def error(self, job: str | Job | JobRef) -> ErrorSummary | None:
+        """The error summary (None unless the job ended in ERROR or was ABORTED with one)."""
+        return self.get(job).error_summary
+
+    def error_detail(self, job: str | Job | JobRef) -> str:
+        """The text of ``{job}/error``: the detail behind the summary's message."""
+        return self.http.get(self.job_url(job) + "/error").text
+
+    # -- changing -----------------------------------------------------------------------
+
+    def create(self, parameters: Mapping[str, Value | list[Value]] | None = None, *,
+               files: Mapping[str, Upload] | None = None, run: bool = False,
+               run_id: str | None = None, execution_duration: int | None = None,
+               destruction: dt.datetime | str | None = None) -> Job:
+        """A new job (PENDING, or started with ``run``). ``files`` are uploads, each sent as
+        the multipart part named for its parameter."""
+        data = _form(parameters or {})
+        for name, value in (("RUNID", run_id), ("EXECUTIONDURATION", execution_duration),
+                            ("DESTRUCTION", _time_text(destruction) if destruction else None)):
+            if value is not None:
+                data.append((name, str(value)))
+        if run:
+            data.append(("PHASE", "RUN"))
+        with _Uploads(files or {}) as parts:
+            location = self.http.post(self.url, data=data, files=parts or None)
+        if location == self.url:
+            raise ProtocolError(f"POST {self.url} created a job but gave no Location for it")
+        return self.get(location)
+
+    def run(self, job: str | Job | JobRef) -> Job:
+        return self._phase(job, "RUN")
+
+    def abort(self, job: str | Job | JobRef) -> Job:
+        return self._phase(job, "ABORT")
+
+    def _phase(self, job, phase: str) -> Job:
+        url = self.job_url(job)
+        self.http.post(url + "/phase", data={"PHASE": phase})
+        return self.get(url)
+
+    def delete(self, job: str | Job | JobRef) -> None:
+        """Delete the job (DELETE; a 303, 200 or 204 answer is fine)."""
+        self.http.request("DELETE", self.job_url(job))
+
+    def set_parameters(self, job: str | Job | JobRef, parameters: Mapping[str, Value | list[Value]],
+                       files: Mapping[str, Upload] | None = None) -> Job:
+        """Change parameters of a PENDING job (``{job}/parameters``)."""
+        url = self.job_url(job)
+        with _Uploads(files or {}) as parts:
+            self.http.post(url + "/parameters", data=_form(parameters), files=parts or None)
+        return self.get(url)
+
+    def set_execution_duration(self, job: str | Job | JobRef, seconds: int) -> Job:
+        url = self.job_url(job)
+        self.http.post(url + "/executionduration", data={"EXECUTIONDURATION": str(seconds)})
+        return self.get(url)
+
+    def set_destruction(self, job: str | Job | JobRef, when: dt.datetime | str) -> Job:
+        url = self.job_url(job)
+        self.http.post(url + "/destruction", data={"DESTRUCTION": _time_text(when)})
+        return self.get(url)
+
+    # -- waiting ------------------------------------------------------------------------
+
+    def wait(self, job: str | Job | JobRef, timeout: float | None = None, *,
+             block: int = 30, on_update: Callable[[Job], None] | None = None,
+             min_delay: float = 0.2, max_delay: float = 10.0) -> Job:
+        """The job once in a final phase (COMPLETED, ERROR, ABORTED, ARCHIVED).
+
+        UWS 1.1 servers block on WAIT (at most ``block`` seconds per request). A server that
+        answers at once instead (UWS 1.0, or one ignoring WAIT) is polled with a delay
+        growing from ``min_delay`` to ``max_delay``. Raises ``Timeout`` after ``timeout``
+        seconds, ``on_update`` sees every job document fetched.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        current = self.get(job)
+        delay = min_delay
+        while True:
+            if on_update:
+                on_update(current)
+            if current.is_final:
+                return current
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
+                              current)
+            asked = max(1, int(min(block, left if left is not None else block)))
+            latest, blocked = self._next(current, asked)
+            if latest.phase != current.phase:
+                delay = min_delay
+            elif not blocked and not latest.is_final:
+                pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+                delay = min(delay * 1.5, max_delay)
+            current = latest
+
+    def _next(self, current: Job, asked: int) -> tuple[Job, bool]:
+        """The job again, with WAIT on UWS 1.1 servers; and whether the server blocked.
+        A server may cut a WAIT short (ours at its wait_max), so only an answer well under
+        half a second counts as not blocking: that server is then polled with a delay."""
+        started = time.monotonic()
+        if current.version == "1.1":
+            latest = self.get(current.url, wait=asked, phase=current.phase)
+        else:
+            latest = self.get(current.url)
+        return latest, time.monotonic() - started >= min(asked / 2, 0.5)
+
+    # -- results ------------------------------------------------------------------------
+
+    def results(self, job: str | Job | JobRef) -> tuple[Result, ...]:
+        return self.get(job).results
+
+    def download(self, result: Result, path: str | Path) -> Path:
+        """Stream a result into ``path``, resuming a partial file with a Range request."""
+        if result.href is None:
+            raise ProtocolError(f"result {result.id} has no href")
+        target = Path(path)
+        self.http.download(result.href, target)
+        return target
+
+    def download_all(self, job: str | Job | JobRef, directory: str | Path) -> list[Path]:
+        """Every result of the job into ``directory``, each as a file named for its id."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        return [self.download(r, folder / file_name(r)) for r in self.results(job)]
+
+    def result(self, job: str | Job | JobRef, result_id: str) -> Result:
+        for r in self.results(job):
+            if r.id == result_id:
+                return r
+        raise NotFound(404, f"the job has no result {result_id!r}", self.job_url(job))
+
+
+def file_name(result: Result) -> str:
+    """The result's id, made safe as a file name (no directories, no dot files)."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.id).lstrip(".")
+    return name or "result"
+
+
+def _form(parameters: Mapping[str, Value | list[Value]]) -> list[tuple[str, str]]:
+    data = []
+    for name, value in parameters.items():
+        for v in value if isinstance(value, list) else [value]:
+            data.append((name, str(v).lower() if isinstance(v, bool) else str(v)))
+    return data
+
+
+def _time_text(value: dt.datetime | str) -> str:
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="milliseconds") + "Z"
+
+
+class _Uploads:
+    """Upload parts for requests, opening (and then closing) the files named by path."""
+
+    def __init__(self, files: Mapping[str, Upload]):
+        self.files = files
+        self.opened: list[IO[bytes]] = []
+
+    def __enter__(self) -> dict:
+        parts: dict[str, tuple[str, Any, str]] = {}
+        for name, value in self.files.items():
+            if isinstance(value, str | Path):
+                handle = open(value, "rb")
+                self.opened.append(handle)
+                parts[name] = (Path(value).name, handle, "application/octet-stream")
+            else:
+                parts[name] = (name, value, "application/octet-stream")
+        return parts
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.opened:
+            handle.close()

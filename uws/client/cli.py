@@ -1,0 +1,245 @@
+"""``uws jobs …``: the client on the command line, for any UWS server's job list.
+
+Exit codes (README.rst, *Command-line client*): 0 success (a job COMPLETED), 2 bad usage,
+3 the job ended in ERROR, 4 ABORTED, 5 the wait timed out, 6 the server answered an HTTP
+error, 7 no answer (connection), 8 an answer that is not UWS.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import display
+from .api import Client, Value, file_name
+from .documents import Job, to_dict
+from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
+
+OK, USAGE, JOB_ERROR, JOB_ABORTED, WAIT_TIMEOUT, HTTP_ERROR, CONNECTION, PROTOCOL = 0, 2, 3, 4, 5, 6, 7, 8
+PHASE_CODES = {"COMPLETED": OK, "ARCHIVED": OK, "ERROR": JOB_ERROR, "ABORTED": JOB_ABORTED}
+
+
+class Options:
+    """The group's options, and the client made from them on first use."""
+
+    def __init__(self, url, user, password, token, as_json, http_timeout):
+        self.url, self.user, self.password, self.token = url, user, password, token
+        self.json = as_json
+        self.http_timeout = http_timeout
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            if not self.url:
+                raise click.UsageError("no server: give --url (or set UWS_URL) to a job list's URL")
+            password = self.password
+            if self.user and password is None:
+                password = click.prompt(f"password for {self.user}", hide_input=True, err=True)
+            self._client = Client(self.url, user=self.user, password=password, token=self.token,
+                                  timeout=self.http_timeout)
+        return self._client
+
+    def emit(self, data, text: str | None = None) -> None:
+        """JSON for scripts, else ``text`` (or a rich renderable) for people."""
+        if self.json:
+            click.echo(json.dumps(data, indent=2))
+        elif text is not None:
+            click.echo(text)
+
+
+def handled(command):
+    """UWS failures as one line on stderr and their exit code, never a traceback."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except Timeout as exc:
+            _fail(str(exc), WAIT_TIMEOUT)
+        except HTTPError as exc:
+            _fail(str(exc), HTTP_ERROR)
+        except ConnectionFailed as exc:
+            _fail(str(exc), CONNECTION)
+        except ProtocolError as exc:
+            _fail(f"not a UWS answer: {exc}", PROTOCOL)
+        except UWSError as exc:
+            _fail(str(exc), PROTOCOL)
+    return wrapper
+
+
+def _fail(message: str, code: int):
+    click.echo(f"uws jobs: {message}", err=True)
+    sys.exit(code)
+
+
+pass_options = click.make_pass_decorator(Options)
+
+
+@click.group(name="jobs", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", envvar="UWS_URL", help="The job list's URL, e.g. http://host:8700/sleep [UWS_URL].")
+@click.option("--user", envvar="UWS_USER", help="User name for HTTP Basic [UWS_USER].")
+@click.option("--password", envvar="UWS_PASSWORD",
+              help="Password for HTTP Basic [UWS_PASSWORD]; asked for when missing.")
+@click.option("--token", envvar="UWS_TOKEN", help="Bearer token [UWS_TOKEN].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
+@click.option("--http-timeout", type=float, default=30, show_default=True,
+              help="Seconds to wait for each answer of the server.")
+@click.pass_context
+def jobs(ctx, url, user, password, token, as_json, http_timeout):
+    """Drive the jobs of any UWS 1.1 server."""
+    ctx.obj = Options(url, user, password, token, as_json, http_timeout)
+
+
+@jobs.command(name="list")
+@click.option("--phase", "phases", multiple=True, help="Only jobs in this phase (repeatable).")
+@click.option("--after", help="Only jobs created after this time (ISO 8601, UTC).")
+@click.option("--last", type=click.IntRange(min=0), help="Only the LAST most recent jobs.")
+@click.option("--page-size", type=click.IntRange(min=1),
+              help="Ask for pages of this many jobs (this package's server: extend=N).")
+@pass_options
+@handled
+def list_jobs(opts: Options, phases, after, last, page_size):
+    """The jobs, newest first as the server sends them."""
+    refs = list(opts.client.jobs(phases=phases, after=after, last=last, page_size=page_size))
+    if opts.json:
+        opts.emit([to_dict(r) for r in refs])
+    else:
+        display.job_list(refs)
+
+
+@jobs.command()
+@click.argument("job")
+@pass_options
+@handled
+def show(opts: Options, job):
+    """A job's phase, times, parameters, results and error."""
+    found = opts.client.get(job)
+    if opts.json:
+        opts.emit(to_dict(found))
+    else:
+        display.job(found)
+
+
+def _parameters(pairs) -> dict[str, list[Value]]:
+    parameters: dict[str, list[Value]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE")
+        parameters.setdefault(name, []).append(value)
+    return parameters
+
+
+@jobs.command()
+@click.argument("parameters", nargs=-1)
+@click.option("--file", "files", multiple=True, metavar="NAME=PATH", help="Upload PATH as parameter NAME.")
+@click.option("--run", is_flag=True, help="Start the job at once.")
+@click.option("--run-id", help="The job's RUNID.")
+@click.option("--execution-duration", type=click.IntRange(min=0), help="Seconds the job may run.")
+@click.option("--destruction", help="When the server may destroy the job (ISO 8601).")
+@click.option("--wait", "wait_too", is_flag=True, help="With --run: wait for the job, exit by its phase.")
+@click.option("--timeout", type=float, help="With --wait: give up after this many seconds.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@pass_options
+@handled
+def create(opts: Options, parameters, files, run, run_id, execution_duration, destruction,
+           wait_too, timeout, progress):
+    """Create a job from NAME=VALUE parameters (and uploads); prints its id."""
+    uploads = {name: Path(str(paths[0])) for name, paths in _parameters(files).items()}
+    for path in uploads.values():
+        if not path.is_file():
+            raise click.BadParameter(f"{path}: no such file", param_hint="--file")
+    created = opts.client.create(_parameters(parameters), files=uploads, run=run, run_id=run_id,
+                                 execution_duration=execution_duration, destruction=destruction)
+    if wait_too and run:
+        _wait(opts, created, timeout, progress)
+    opts.emit(to_dict(created), f"{created.job_id} {created.phase} {created.url}")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--wait", "wait_too", is_flag=True, help="Wait for the job, exit by its phase.")
+@click.option("--timeout", type=float, help="With --wait: give up after this many seconds.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@pass_options
+@handled
+def run(opts: Options, job, wait_too, timeout, progress):
+    """Start a job (PHASE=RUN)."""
+    started = opts.client.run(job)
+    if wait_too:
+        _wait(opts, started, timeout, progress)
+    opts.emit(to_dict(started), f"{started.job_id} {started.phase}")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--timeout", type=float, help="Give up after this many seconds (exit code 5).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@pass_options
+@handled
+def wait(opts: Options, job, timeout, progress):
+    """Wait until the job finishes; the exit code says how (0 COMPLETED, 3 ERROR, 4 ABORTED)."""
+    _wait(opts, opts.client.get(job), timeout, progress)
+
+
+def _wait(opts: Options, job: Job, timeout, progress) -> None:
+    show_bar = (not opts.json and sys.stderr.isatty()) if progress is None else progress
+    if job.phase in ("PENDING", "HELD"):
+        click.echo(f"uws jobs: job {job.job_id} is {job.phase}: it starts only once run "
+                   f"(uws jobs run {job.job_id})", err=True)
+    with display.WaitProgress(enabled=show_bar) as bar:
+        done = opts.client.wait(job, timeout=timeout, block=1 if show_bar else 30, on_update=bar.update)
+    text = f"{done.job_id} {done.phase}"
+    if done.error_summary is not None:
+        text += f": {done.error_summary.message}"
+    opts.emit(to_dict(done), text)
+    sys.exit(PHASE_CODES[done.phase])
+
+
+@jobs.command()
+@click.argument("job")
+@pass_options
+@handled
+def abort(opts: Options, job):
+    """Abort a job (PHASE=ABORT)."""
+    aborted = opts.client.abort(job)
+    opts.emit(to_dict(aborted), f"{aborted.job_id} {aborted.phase}")
+
+
+@jobs.command()
+@click.argument("job")
+@pass_options
+@handled
+def delete(opts: Options, job):
+    """Delete a job."""
+    opts.client.delete(job)
+    opts.emit({"deleted": opts.client.job_url(job)}, f"deleted {job}")
+
+
+@jobs.command()
+@click.argument("job")
+@click.argument("result_id", required=False)
+@click.option("--output", "-o", type=click.Path(path_type=Path),
+              help="Download: a file (or a directory) for RESULT_ID, else a directory for "
+                   "every result. A partial file is resumed.")
+@pass_options
+@handled
+def results(opts: Options, job, result_id, output):
+    """List a job's results, or download them with --output."""
+    found = [opts.client.result(job, result_id)] if result_id else list(opts.client.results(job))
+    if output is None:
+        if opts.json:
+            opts.emit([to_dict(r) for r in found])
+        else:
+            display.results(found)
+        return
+    if result_id:
+        target = output / file_name(found[0]) if output.is_dir() else output
+        saved = [opts.client.download(found[0], target)]
+    else:
+        saved = opts.client.download_all(job, output)
+    opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size} for r, p in zip(found, saved)],
+              "\n".join(str(p) for p in saved))

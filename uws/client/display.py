@@ -1,0 +1,88 @@
+"""What ``uws jobs`` shows people: rich tables, and a progress bar while waiting."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .documents import Job, JobRef, Result
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _table(*columns: str, show_header: bool = True) -> Table:
+    """Long ids and URLs fold onto more lines rather than being cut: people copy them."""
+    table = Table(show_header=show_header)
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def _when(value) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else ""
+
+
+def job_list(refs: list[JobRef]) -> None:
+    table = _table("Job", "Phase", "Run ID", "Owner", "Created")
+    for r in refs:
+        table.add_row(r.id, r.phase, r.run_id or "", r.owner_id or "", _when(r.creation_time))
+    _console().print(table)
+
+
+def job(found: Job) -> None:
+    table = _table("Field", "Value", show_header=False)
+    for name, value in (("job", found.job_id), ("url", found.url), ("phase", found.phase),
+                        ("run ID", found.run_id), ("owner", found.owner_id),
+                        ("created", _when(found.creation_time)), ("started", _when(found.start_time)),
+                        ("ended", _when(found.end_time)),
+                        ("execution duration", f"{found.execution_duration} s"
+                         if found.execution_duration is not None else None),
+                        ("destruction", _when(found.destruction)),
+                        ("progress", f"{found.progress:g} %" if found.progress is not None else None)):
+        if value:
+            table.add_row(name, str(value))
+    for p in found.parameters:
+        table.add_row(f"parameter {p.id}", p.value)
+    for r in found.results:
+        table.add_row(f"result {r.id}", r.href or "")
+    if found.error_summary is not None:
+        table.add_row("error", f"{found.error_summary.type}: {found.error_summary.message}")
+    _console().print(table)
+
+
+def results(found: list[Result]) -> None:
+    table = _table("Result", "Type", "Size", "URL")
+    for r in found:
+        table.add_row(r.id, r.mime_type or "", "" if r.size is None else str(r.size), r.href or "")
+    _console().print(table)
+
+
+class WaitProgress:
+    """A bar on stderr: the percent from jobInfo when the server reports one, else a
+    pulse with the time elapsed."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> WaitProgress:
+        self.progress.start()
+        self.task = self.progress.add_task("waiting", total=None)
+        return self
+
+    def update(self, current: Job) -> None:
+        assert self.task is not None
+        label = f"{current.job_id} {current.phase}"
+        if current.progress is not None:
+            self.progress.update(self.task, description=label, total=100, completed=current.progress)
+        elif current.phase == "COMPLETED":
+            self.progress.update(self.task, description=label, total=100, completed=100)
+        else:
+            self.progress.update(self.task, description=label)
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
