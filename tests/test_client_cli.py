@@ -98,6 +98,19 @@ def test_show_json_is_the_job(server):
     assert (job["job_id"], job["phase"], job["url"]) == (job_id, "PENDING", f"{server.url}/{job_id}")
 
 
+def test_json_may_follow_the_subcommand(server):
+    job_id = created(server, "DURATION=5")
+    result = uws_jobs(server, "show", job_id, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["job_id"] == job_id
+
+
+def test_a_piped_table_keeps_each_job_id_on_one_line(server):
+    job_ids = {created(server, "DURATION=5") for _ in range(2)}
+    lines = uws_jobs(server, "list").stdout.splitlines()
+    assert all(any(job_id in line for line in lines) for job_id in job_ids)
+
+
 def test_show_table_names_the_fields(server):
     job_id = created(server, "DURATION=5")
     assert "parameter DURATION" in uws_jobs(server, "show", job_id).stdout

@@ -75,7 +75,16 @@ def _fail(message: str, code: int):
     sys.exit(code)
 
 
-pass_options = click.make_pass_decorator(Options)
+def pass_options(command):
+    """Hand a subcommand the group's options; it takes ``--json`` too, where people put
+    it (``uws jobs show ID --json``) as well as before the subcommand."""
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
+    @click.pass_obj
+    @functools.wraps(command)
+    def wrapper(opts: Options, *args, as_json: bool = False, **kwargs):
+        opts.json = opts.json or as_json
+        return command(opts, *args, **kwargs)
+    return wrapper
 
 
 @click.group(name="jobs", context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,10 @@ from .documents import Job, JobRef, Result
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    console = Console(soft_wrap=True)
+    if not console.is_terminal:     # a pipe or a file: no folding at 80 columns
+        console.width = max(console.width, 200)
+    return console
 
 
 def _table(*columns: str, show_header: bool = True) -> Table:
