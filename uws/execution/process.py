@@ -1,8 +1,9 @@
 """The local executor: each job in its own OS process and process group.
 
 Worker threads claim QUEUED jobs (a conditional QUEUED -> EXECUTING update, so
-several processes may share one database and a job still runs once), start
-``python -m uws.execution.child`` and follow its report lines.  A monitor
+several processes may share one database and a job still runs once), have the
+executor's fork server fork the job's process (:mod:`.forkserver`; or start
+``python -m uws.execution.child`` where it cannot) and follow its report lines.  A monitor
 thread renews the leases of running jobs and kills every job whose phase is
 no longer EXECUTING in the database: an ABORT made by any process, an
 exceeded execution duration or a destruction ends the work within a second.
@@ -27,6 +28,8 @@ from ..phases import Phase
 from ..ports import Files, RunStore, Settings
 from . import cgroups, lost
 from .base import Executor
+from .forkclient import ForkedJob, ForkServer, ForkServerDown
+from .forkserver import REPORT_FD
 from .reports import ReportReader
 from .strays import kill_strays
 from .task import job_environment, send_task, task_of
@@ -42,7 +45,7 @@ def worker_name() -> str:
 @dataclasses.dataclass
 class Running:
     job_id: str
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedJob
     killed: bool = False
 
 
@@ -61,10 +64,13 @@ class ProcessExecutor(Executor):
         self._running: dict[str, Running] = {}
         self._threads: list[threading.Thread] = []
         self.cgroups = cgroups.detect()     # None: supervisor and process tree only
+        self.forks = ForkServer([s.runner.partition(":")[0]
+                                 for s in config.services.values() if s.runner])
 
     # -- Executor interface ---------------------------------------------------------
 
     def start(self) -> None:
+        self._spawn_thread(self.forks.warm, "uws-forkserver-start")
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
         self.start_monitor()
@@ -99,6 +105,7 @@ class ProcessExecutor(Executor):
             self._kill(r)
         for t in self._threads:
             t.join(timeout=5)
+        self.forks.stop()
 
     @property
     def running_ids(self) -> list[str]:
@@ -197,7 +204,7 @@ class ProcessExecutor(Executor):
             return
         service = self.config.services[service_name]
         try:
-            process, read_fd = self._launch(job_id)
+            process, read_fd = self._launch(job_id, service)
         except OSError:
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
@@ -217,7 +224,8 @@ class ProcessExecutor(Executor):
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
-            self._end_leftovers(running, thorough=held_open or running.killed)
+            lost_it = isinstance(process, ForkedJob) and process.lost
+            self._end_leftovers(running, thorough=held_open or running.killed or lost_it)
             self._finish(running, reader, service)
         finally:
             if not followed:
@@ -228,7 +236,7 @@ class ProcessExecutor(Executor):
                 with self._lock:
                     self._running.pop(job_id, None)
 
-    def _launch(self, job_id: str) -> tuple[subprocess.Popen, int]:
+    def _launch(self, job_id: str, service) -> tuple[subprocess.Popen | ForkedJob, int]:
         """Start the job's child process; its process and the read end of its report pipe."""
         workdir = self.files.results_dir(job_id)
         logs = self.files.job_dir(job_id)
@@ -238,6 +246,11 @@ class ProcessExecutor(Executor):
         try:
             with _private_file(logs / "stdout.log") as out, \
                     _private_file(logs / "stderr.log") as err:
+                module = service.runner.partition(":")[0] if service.runner else None
+                forked = self.forks.serves(module) and self._fork(
+                    job_id, workdir, logs / "tmp", [out.fileno(), err.fileno(), write_fd])
+                if forked:
+                    return forked, read_fd
                 process = subprocess.Popen(
                     [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
                     stdout=out, stderr=err, cwd=workdir, start_new_session=True,
@@ -248,6 +261,25 @@ class ProcessExecutor(Executor):
         finally:
             os.close(write_fd)
         return process, read_fd
+
+    def _fork(self, job_id: str, workdir, tmp, fds: list[int]) -> ForkedJob | None:
+        """The job's process forked by the fork server (its task is to be written to
+        its stdin, as to a spawned one); None if the fork server cannot be had."""
+        task_r, task_w = os.pipe()
+        try:
+            job = self.forks.fork(job_environment(job_id, REPORT_FD, tmp), str(workdir),
+                                  [task_r, *fds])
+        except ForkServerDown as exc:
+            log.warning("job %s: %s; starting it in a new interpreter", job_id, exc)
+            os.close(task_w)
+            return None
+        except BaseException:
+            os.close(task_w)
+            raise
+        finally:
+            os.close(task_r)
+        job.stdin = os.fdopen(task_w, "wb")
+        return job
 
     def _forget_if_deleted(self, job_id: str) -> bool:
         """A job deleted (by any process) while it started or ran may have had its
@@ -265,7 +297,11 @@ class ProcessExecutor(Executor):
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running")
                 return      # aborted, out of time, destroyed or oversize: phase already set
-            message = self._excess(job_id, service) or _failure(code, reader)
+            if isinstance(running.process, ForkedJob) and running.process.lost:
+                lost.release(self.store, service, job_id,
+                             "the fork server that started the job died while it ran")
+                return
+            message = self._excess(job_id, service) or _failure(code or 0, reader)
             if message is None:
                 self.store.mark_completed(job_id)
             else:

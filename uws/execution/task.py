@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -68,7 +67,8 @@ def task_of(job, service, files, max_bytes: int) -> dict:
     return task
 
 
-def send_task(process: subprocess.Popen, task: dict) -> None:
+def send_task(process, task: dict) -> None:
+    """Write the task to the job process's stdin (a Popen's or a ForkedJob's) and close it."""
     try:
         assert process.stdin is not None        # started with stdin=PIPE
         process.stdin.write(json.dumps(task).encode())
