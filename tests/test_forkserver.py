@@ -31,8 +31,11 @@ def _write(ctx, name, data):
 
 
 def whoami(params, ctx):
+    cgroup = [line for line in open("/proc/self/cgroup").read().splitlines()
+              if line.startswith("0::")]
     _write(ctx, "me", {"pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
-                       "supervisor": os.getppid(), "starter": _parent_of(os.getppid())})
+                       "supervisor": os.getppid(), "starter": _parent_of(os.getppid()),
+                       "cgroup": cgroup})
 
 
 def world(params, ctx):
@@ -126,6 +129,17 @@ def test_a_forked_job_has_a_session_and_process_group_of_its_own(client, api):
     assert me["starter"] == server        # forked: its supervisor is the fork server's child
     assert me["pgid"] == me["sid"] == me["supervisor"]
     assert me["pgid"] not in (os.getpgid(server), os.getpgid(0))
+
+
+def test_a_forked_job_is_in_its_own_cgroup_where_there_are_cgroups(client, api):
+    fork_server_pid(api)
+    path = settle_path(client, "whoami")
+    job_id = path.rsplit("/", 1)[1]
+    (line,) = result(client, path, "me")["cgroup"] or [""]
+    if api.executor.cgroups is not None:
+        assert line.endswith(f"/uws-jobs/{job_id}")
+    else:
+        assert "uws-jobs" not in line
 
 
 def test_abort_kills_a_forked_job_and_its_grandchild_within_a_second(client, api):

@@ -33,8 +33,9 @@ class ForkServerDown(Exception):
 class ForkedJob:
     """A job process forked by the fork server: the part of a Popen the executor uses."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, in_cgroup: bool = False):
         self.pid = pid
+        self.in_cgroup = in_cgroup      # born in the job's cgroup
         self.stdin: IO[bytes] | None = None     # the task pipe, set by the executor
         self.returncode: int | None = None
         self.lost = False           # the fork server died before reporting its end
@@ -99,7 +100,8 @@ class _Connection:
             raise ForkServerDown("the fork server exited at once")
         return json.loads(data)
 
-    def fork(self, env: dict[str, str], cwd: str, fds: list[int]) -> ForkedJob:
+    def fork(self, env: dict[str, str], cwd: str, fds: list[int],
+             cgroup: str | None) -> ForkedJob:
         waiter: list = [threading.Event(), None]
         with self._lock:
             if not self.alive:
@@ -108,7 +110,8 @@ class _Connection:
             request_id = self._next_id
             self._pending[request_id] = waiter
         try:
-            message = json.dumps({"id": request_id, "env": env, "cwd": cwd}).encode()
+            message = json.dumps({"id": request_id, "env": env, "cwd": cwd,
+                                  "cgroup": cgroup}).encode()
             socket.send_fds(self.sock, [message], fds)
         except OSError as exc:
             self._pending.pop(request_id, None)
@@ -141,7 +144,8 @@ class _Connection:
             waiter = self._pending.pop(message.get("started") or message["failed"], None)
             if "started" in message:
                 # registered before the next message, which may be its exit
-                message["job"] = self._jobs[message["pid"]] = ForkedJob(message["pid"])
+                message["job"] = self._jobs[message["pid"]] = ForkedJob(
+                    message["pid"], message.get("in_cgroup", False))
         if waiter is not None:
             waiter[1] = message
             waiter[0].set()
@@ -183,13 +187,16 @@ class ForkServer:
         """Whether a job of a runner in ``module`` (None: a command) is forked here."""
         return self.unusable is None and (module is None or module not in self.failed)
 
-    def fork(self, env: dict[str, str], cwd: str, fds: list[int]) -> ForkedJob:
+    def fork(self, env: dict[str, str], cwd: str, fds: list[int],
+             cgroup: str | None = None) -> ForkedJob:
+        """A job process with these descriptors (see forkserver.JOB_FDS), born in the
+        cgroup directory ``cgroup`` where it can be (``ForkedJob.in_cgroup``)."""
         conn = self._connection()
         try:
-            return conn.fork(env, cwd, fds)
+            return conn.fork(env, cwd, fds, cgroup)
         except ForkServerDown:
             conn = self._connection()     # once more, on a new fork server
-            return conn.fork(env, cwd, fds)
+            return conn.fork(env, cwd, fds, cgroup)
 
     def _connection(self) -> _Connection:
         with self._lock:

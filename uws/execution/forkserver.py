@@ -32,6 +32,8 @@ import socket
 import sys
 import threading
 
+from .clone import fork_into
+
 MAX_MESSAGE = 1 << 20
 #: the fork server's own UWS_JOB_ID: room that a forked job overwrites with its id
 #: (see _show_job_id)
@@ -95,10 +97,11 @@ def _serve(sock: socket.socket, request: dict, fds: list[int]) -> None:
             raise ValueError(f"{len(fds)} descriptors, not {JOB_FDS}")
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        server = os.getpid()
+        pid, in_cgroup = _fork(request.get("cgroup"))
         if pid == 0:
-            _be_the_job(request, fds)
-        reply = {"started": request["id"], "pid": pid}
+            _be_the_job(request, fds, server)
+        reply = {"started": request["id"], "pid": pid, "in_cgroup": in_cgroup}
     except Exception as exc:
         reply = {"failed": request["id"], "error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -107,13 +110,23 @@ def _serve(sock: socket.socket, request: dict, fds: list[int]) -> None:
     _send(sock, reply)
 
 
-def _be_the_job(request: dict, fds: list[int]) -> None:
+def _fork(cgroup: str | None) -> tuple[int, bool]:
+    """fork(), into the job's cgroup if it has one and clone3 can; whether it did (if
+    not, the executor moves the job there, the slow way, before it sends the task)."""
+    if cgroup:
+        try:
+            return fork_into(cgroup), True
+        except OSError:
+            pass
+    return os.fork(), False
+
+
+def _be_the_job(request: dict, fds: list[int], server: int) -> None:
     """In the forked process: become a job process like a spawned one, run it, exit."""
     code = 1
     try:
         from .child import die_with_parent
         from .child import main as child_main
-        server = os.getppid()
         os.setsid()
         die_with_parent(signal.SIGTERM)     # child_main sets it again; no gap before it
         if os.getppid() != server:

@@ -209,7 +209,7 @@ class ProcessExecutor(Executor):
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
-        if self.cgroups is not None:
+        if self.cgroups is not None and not getattr(process, "in_cgroup", False):
             self.cgroups.enter(job_id, process.pid)     # before the job gets its task
         running = Running(job_id, process)
         with self._lock:
@@ -265,10 +265,11 @@ class ProcessExecutor(Executor):
     def _fork(self, job_id: str, workdir, tmp, fds: list[int]) -> ForkedJob | None:
         """The job's process forked by the fork server (its task is to be written to
         its stdin, as to a spawned one); None if the fork server cannot be had."""
+        group = self.cgroups.prepare(job_id) if self.cgroups is not None else None
         task_r, task_w = os.pipe()
         try:
             job = self.forks.fork(job_environment(job_id, REPORT_FD, tmp), str(workdir),
-                                  [task_r, *fds])
+                                  [task_r, *fds], str(group) if group else None)
         except ForkServerDown as exc:
             log.warning("job %s: %s; starting it in a new interpreter", job_id, exc)
             os.close(task_w)
