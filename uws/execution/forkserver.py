@@ -24,6 +24,8 @@ executor sees its jobs as lost (:mod:`.lost`) and starts a new one.
 """
 from __future__ import annotations
 
+import fcntl
+import gc
 import importlib
 import json
 import os
@@ -51,6 +53,9 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     os.set_inheritable(sock.fileno(), False)
     failed = _import_runners(argv[1:])
+    # What is imported now is shared with every job until written to: keep the jobs'
+    # garbage collector off it (its passes would touch, so copy, every object's page).
+    gc.freeze()
     _send(sock, {"ready": True, "failed": failed, "threads": threading.active_count()})
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
@@ -175,7 +180,6 @@ def _show_job_id(job_id: str) -> None:
 
 
 def _dup_high(fd: int) -> int:
-    import fcntl
     return fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
 
 

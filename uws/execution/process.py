@@ -179,14 +179,14 @@ class ProcessExecutor(Executor):
         (the pass below then kills them, as it does aborted ones)."""
         for job_id in ids:
             service = self.config.services.get(self.store.service_of(job_id) or "")
-            excess = service and self._excess(job_id, service)
+            excess = service and self._excess(job_id, service, self.files.usage(job_id))
             if excess:
                 log.warning("job %s: %s; stopping it", job_id, excess)
                 self.store.mark_failed(job_id, ErrorSummary("fatal", excess))
 
-    def _excess(self, job_id: str, service) -> str | None:
-        """Why the job's files are over its service's limits; None when they are not."""
-        usage = self.files.usage(job_id)
+    def _excess(self, job_id: str, service, usage) -> str | None:
+        """Why the job's files (their ``usage``) are over its service's limits; None
+        when they are not."""
         if usage.written > service.max_result_bytes:
             return (f"the job wrote more than {service.max_result_bytes} bytes of files "
                     "(max_result_bytes)")
@@ -292,6 +292,7 @@ class ProcessExecutor(Executor):
 
     def _finish(self, running: Running, reader, service) -> None:
         job_id, code = running.job_id, running.process.returncode
+        usage = None
         try:
             if code != 0 and running.killed:
                 if self._stopping.is_set():     # the server is stopping, not the job
@@ -302,7 +303,8 @@ class ProcessExecutor(Executor):
                 lost.release(self.store, service, job_id,
                              "the fork server that started the job died while it ran")
                 return
-            message = self._excess(job_id, service) or _failure(code or 0, reader)
+            usage = self.files.usage(job_id)     # final: the job has ended
+            message = self._excess(job_id, service, usage) or _failure(code or 0, reader)
             if message is None:
                 self.store.mark_completed(job_id)
             else:
@@ -310,7 +312,7 @@ class ProcessExecutor(Executor):
                 self.store.mark_failed(job_id, ErrorSummary("fatal", message,
                                                             _tail(stderr) or None))
         finally:
-            self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
+            self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
 
     def _kill(self, running: Running) -> None:
         """End the job: TERM to its process group (its supervisor then kills every

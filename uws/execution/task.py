@@ -26,10 +26,22 @@ def job_environment(job_id: str, report_fd: int, tmp) -> dict[str, str]:
     return env
 
 
+_resolved: dict[tuple, str] = {}     # (sys.path, cwd) -> _python_path(): one per job otherwise
+
+
 def _python_path() -> str:
     """The server's module search path beyond the interpreter's own, made absolute:
     a job imports what the server imported (its runner was checked at start), from
     wherever the server was started, though it runs in its own directory."""
+    key = (tuple(sys.path), os.getcwd())
+    if key not in _resolved:
+        if len(_resolved) > 100:
+            _resolved.clear()
+        _resolved[key] = _resolve_python_path()
+    return _resolved[key]
+
+
+def _resolve_python_path() -> str:
     own = [Path(prefix).resolve() for prefix in {sys.prefix, sys.base_prefix}]
     entries = (Path(entry or os.curdir).resolve() for entry in sys.path)
     extra = [str(e) for e in entries if not any(e.is_relative_to(p) for p in own)]
