@@ -277,9 +277,9 @@ def test_a_job_deleted_just_before_its_process_starts_leaves_nothing(client, api
                                                                     monkeypatch):
     executor, launched = api.executor, []
 
-    def launch_after_delete(job_id):
+    def launch_after_delete(job_id, service):
         _deleted_by_another_process(api, job_id)
-        process = original(job_id)
+        process = original(job_id, service)
         launched.append(process[0].pid)
         return process
 
@@ -293,7 +293,7 @@ def test_a_job_deleted_just_before_its_process_starts_leaves_nothing(client, api
 
 def test_a_job_whose_directory_vanishes_while_starting_is_not_an_executor_failure(
         client, api, config, monkeypatch, caplog):
-    def launch_fails(job_id):
+    def launch_fails(job_id, service):
         _deleted_by_another_process(api, job_id)
         raise FileNotFoundError("the working directory was removed")
 

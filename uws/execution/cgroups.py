@@ -75,6 +75,16 @@ class JobCgroups:
     def path(self, job_id: str) -> Path:
         return self.base / job_id
 
+    def prepare(self, job_id: str) -> Path | None:
+        """Make the job's cgroup, for its first process to be born in; None if it cannot
+        be (:meth:`enter` then says why)."""
+        group = self.path(job_id)
+        try:
+            group.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        return group
+
     def enter(self, job_id: str, pid: int) -> bool:
         """Move process ``pid`` (which has not started the job yet) into the job's cgroup."""
         group = self.path(job_id)

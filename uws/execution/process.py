@@ -1,8 +1,9 @@
 """The local executor: each job in its own OS process and process group.
 
 Worker threads claim QUEUED jobs (a conditional QUEUED -> EXECUTING update, so
-several processes may share one database and a job still runs once), start
-``python -m uws.execution.child`` and follow its report lines.  A monitor
+several processes may share one database and a job still runs once), have the
+executor's fork server fork the job's process (:mod:`.forkserver`; or start
+``python -m uws.execution.child`` where it cannot) and follow its report lines.  A monitor
 thread renews the leases of running jobs and kills every job whose phase is
 no longer EXECUTING in the database: an ABORT made by any process, an
 exceeded execution duration or a destruction ends the work within a second.
@@ -27,6 +28,8 @@ from ..phases import Phase
 from ..ports import Files, RunStore, Settings
 from . import cgroups, lost
 from .base import Executor
+from .forkclient import ForkedJob, ForkServer, ForkServerDown
+from .forkserver import REPORT_FD
 from .reports import ReportReader
 from .strays import kill_strays
 from .task import job_environment, send_task, task_of
@@ -42,7 +45,7 @@ def worker_name() -> str:
 @dataclasses.dataclass
 class Running:
     job_id: str
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedJob
     killed: bool = False
 
 
@@ -61,10 +64,13 @@ class ProcessExecutor(Executor):
         self._running: dict[str, Running] = {}
         self._threads: list[threading.Thread] = []
         self.cgroups = cgroups.detect()     # None: supervisor and process tree only
+        self.forks = ForkServer([s.runner.partition(":")[0]
+                                 for s in config.services.values() if s.runner])
 
     # -- Executor interface ---------------------------------------------------------
 
     def start(self) -> None:
+        self._spawn_thread(self.forks.warm, "uws-forkserver-start")
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
         self.start_monitor()
@@ -99,6 +105,7 @@ class ProcessExecutor(Executor):
             self._kill(r)
         for t in self._threads:
             t.join(timeout=5)
+        self.forks.stop()
 
     @property
     def running_ids(self) -> list[str]:
@@ -172,14 +179,14 @@ class ProcessExecutor(Executor):
         (the pass below then kills them, as it does aborted ones)."""
         for job_id in ids:
             service = self.config.services.get(self.store.service_of(job_id) or "")
-            excess = service and self._excess(job_id, service)
+            excess = service and self._excess(job_id, service, self.files.usage(job_id))
             if excess:
                 log.warning("job %s: %s; stopping it", job_id, excess)
                 self.store.mark_failed(job_id, ErrorSummary("fatal", excess))
 
-    def _excess(self, job_id: str, service) -> str | None:
-        """Why the job's files are over its service's limits; None when they are not."""
-        usage = self.files.usage(job_id)
+    def _excess(self, job_id: str, service, usage) -> str | None:
+        """Why the job's files (their ``usage``) are over its service's limits; None
+        when they are not."""
         if usage.written > service.max_result_bytes:
             return (f"the job wrote more than {service.max_result_bytes} bytes of files "
                     "(max_result_bytes)")
@@ -197,12 +204,12 @@ class ProcessExecutor(Executor):
             return
         service = self.config.services[service_name]
         try:
-            process, read_fd = self._launch(job_id)
+            process, read_fd = self._launch(job_id, service)
         except OSError:
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
-        if self.cgroups is not None:
+        if self.cgroups is not None and not getattr(process, "in_cgroup", False):
             self.cgroups.enter(job_id, process.pid)     # before the job gets its task
         running = Running(job_id, process)
         with self._lock:
@@ -217,7 +224,8 @@ class ProcessExecutor(Executor):
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
-            self._end_leftovers(running, thorough=held_open or running.killed)
+            lost_it = isinstance(process, ForkedJob) and process.lost
+            self._end_leftovers(running, thorough=held_open or running.killed or lost_it)
             self._finish(running, reader, service)
         finally:
             if not followed:
@@ -228,7 +236,7 @@ class ProcessExecutor(Executor):
                 with self._lock:
                     self._running.pop(job_id, None)
 
-    def _launch(self, job_id: str) -> tuple[subprocess.Popen, int]:
+    def _launch(self, job_id: str, service) -> tuple[subprocess.Popen | ForkedJob, int]:
         """Start the job's child process; its process and the read end of its report pipe."""
         workdir = self.files.results_dir(job_id)
         logs = self.files.job_dir(job_id)
@@ -238,6 +246,11 @@ class ProcessExecutor(Executor):
         try:
             with _private_file(logs / "stdout.log") as out, \
                     _private_file(logs / "stderr.log") as err:
+                module = service.runner.partition(":")[0] if service.runner else None
+                forked = self.forks.serves(module) and self._fork(
+                    job_id, workdir, logs / "tmp", [out.fileno(), err.fileno(), write_fd])
+                if forked:
+                    return forked, read_fd
                 process = subprocess.Popen(
                     [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
                     stdout=out, stderr=err, cwd=workdir, start_new_session=True,
@@ -249,6 +262,26 @@ class ProcessExecutor(Executor):
             os.close(write_fd)
         return process, read_fd
 
+    def _fork(self, job_id: str, workdir, tmp, fds: list[int]) -> ForkedJob | None:
+        """The job's process forked by the fork server (its task is to be written to
+        its stdin, as to a spawned one); None if the fork server cannot be had."""
+        group = self.cgroups.prepare(job_id) if self.cgroups is not None else None
+        task_r, task_w = os.pipe()
+        try:
+            job = self.forks.fork(job_environment(job_id, REPORT_FD, tmp), str(workdir),
+                                  [task_r, *fds], str(group) if group else None)
+        except ForkServerDown as exc:
+            log.warning("job %s: %s; starting it in a new interpreter", job_id, exc)
+            os.close(task_w)
+            return None
+        except BaseException:
+            os.close(task_w)
+            raise
+        finally:
+            os.close(task_r)
+        job.stdin = os.fdopen(task_w, "wb")
+        return job
+
     def _forget_if_deleted(self, job_id: str) -> bool:
         """A job deleted (by any process) while it started or ran may have had its
         directory made again here after the delete removed it: remove it now."""
@@ -259,13 +292,19 @@ class ProcessExecutor(Executor):
 
     def _finish(self, running: Running, reader, service) -> None:
         job_id, code = running.job_id, running.process.returncode
+        usage = None
         try:
             if code != 0 and running.killed:
                 if self._stopping.is_set():     # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running")
                 return      # aborted, out of time, destroyed or oversize: phase already set
-            message = self._excess(job_id, service) or _failure(code, reader)
+            if isinstance(running.process, ForkedJob) and running.process.lost:
+                lost.release(self.store, service, job_id,
+                             "the fork server that started the job died while it ran")
+                return
+            usage = self.files.usage(job_id)     # final: the job has ended
+            message = self._excess(job_id, service, usage) or _failure(code or 0, reader)
             if message is None:
                 self.store.mark_completed(job_id)
             else:
@@ -273,7 +312,7 @@ class ProcessExecutor(Executor):
                 self.store.mark_failed(job_id, ErrorSummary("fatal", message,
                                                             _tail(stderr) or None))
         finally:
-            self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
+            self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
 
     def _kill(self, running: Running) -> None:
         """End the job: TERM to its process group (its supervisor then kills every

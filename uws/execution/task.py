@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,10 +26,22 @@ def job_environment(job_id: str, report_fd: int, tmp) -> dict[str, str]:
     return env
 
 
+_resolved: dict[tuple, str] = {}     # (sys.path, cwd) -> _python_path(): one per job otherwise
+
+
 def _python_path() -> str:
     """The server's module search path beyond the interpreter's own, made absolute:
     a job imports what the server imported (its runner was checked at start), from
     wherever the server was started, though it runs in its own directory."""
+    key = (tuple(sys.path), os.getcwd())
+    if key not in _resolved:
+        if len(_resolved) > 100:
+            _resolved.clear()
+        _resolved[key] = _resolve_python_path()
+    return _resolved[key]
+
+
+def _resolve_python_path() -> str:
     own = [Path(prefix).resolve() for prefix in {sys.prefix, sys.base_prefix}]
     entries = (Path(entry or os.curdir).resolve() for entry in sys.path)
     extra = [str(e) for e in entries if not any(e.is_relative_to(p) for p in own)]
@@ -68,7 +79,8 @@ def task_of(job, service, files, max_bytes: int) -> dict:
     return task
 
 
-def send_task(process: subprocess.Popen, task: dict) -> None:
+def send_task(process, task: dict) -> None:
+    """Write the task to the job process's stdin (a Popen's or a ForkedJob's) and close it."""
     try:
         assert process.stdin is not None        # started with stdin=PIPE
         process.stdin.write(json.dumps(task).encode())
