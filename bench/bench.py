@@ -979,6 +979,7 @@ class Bench:
                                            200, keep=job_id_of_job_doc)
         rep.sample("exec.run_latency", "create+RUN -> COMPLETED seen by WAIT", rounds,
                    jobs_run=True)
+        rep.check("[7] create+RUN -> COMPLETED p50", rounds.p50, "ms", "<=", 15)
         ids = rounds.values
         ids += self._queue_burst()
         self.cleanup(ids)
@@ -1013,6 +1014,7 @@ class Bench:
             time.sleep(0.02)
         took = time.perf_counter() - t0
         rate = rep.figure("exec.burst.completed_per_s", finished / took, "jobs/s")
+        rep.check(f"[7] {n} queued no-op jobs completed", rate, "jobs/s", ">=", 250)
         print(f"  {f'{finished} of {created.ok} COMPLETED':<44} {rate:7.1f} jobs/s   "
               f"(from the first POST to the last COMPLETED, {took:.2f} s)")
         if finished < created.ok:
