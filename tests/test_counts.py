@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import os
 import random
 import socket
 import subprocess
@@ -308,3 +309,30 @@ def test_head_counts_each_callers_own_jobs(populated):
     assert head_count(populated, basic("root")) == 7
     assert head_count(populated, basic("alice"), "?PHASE=QUEUED") == 1
     assert head_count(populated, basic("root"), "?PHASE=QUEUED") == 2
+
+
+# -- SQLite: a second store in one process keeps the first one's locks ---------------------
+
+
+def posix_locks(path: Path) -> list[str]:
+    """This process's POSIX locks on a file (Linux /proc/locks)."""
+    inode = f":{path.stat().st_ino} "
+    return [line for line in Path("/proc/locks").read_text().splitlines()
+            if f" {os.getpid()} " in line and inode in line]
+
+
+def test_opening_another_store_on_a_sqlite_file_keeps_the_locks_of_the_open_one(tmp_path):
+    """Closing any descriptor of a file drops all the process's POSIX locks on it:
+    another process closing its last connection would then take itself for the last
+    one and remove the WAL under this one (a "malformed" database)."""
+    url = f"sqlite:///{tmp_path / 'uws.sqlite3'}"
+    first = Store(url)
+    try:
+        with first.engine.connect() as conn:
+            conn.execute(sa.select(sa.func.count()).select_from(J)).scalar_one()
+            held = posix_locks(tmp_path / "uws.sqlite3")
+            assert held
+            Store(url).close()
+            assert posix_locks(tmp_path / "uws.sqlite3") == held
+    finally:
+        first.close()
