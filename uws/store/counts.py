@@ -37,8 +37,8 @@ def bump(conn: sa.Connection, deltas: Iterable[tuple[Key, int]]) -> None:
     """Add each delta to its counter, creating it as needed, in key order."""
     rows = [{"service": s, "owner": o, "phase": p, "slot": slot, "n": d}
             for (s, o, p, slot), d in sorted(deltas) if d]
-    if rows:
-        conn.execute(_upsert(conn.dialect.name, len(rows)), _flat(rows))
+    if rows:    # one statement per row, in order (a many-row VALUES is not cached)
+        conn.execute(_UPSERT[conn.dialect.name], rows[0] if len(rows) == 1 else rows)
 
 
 def moved(service: str, owner: str, job_id: str, old: str, new: str) -> list[tuple[Key, int]]:
@@ -84,40 +84,32 @@ def by_phase(conn: sa.Connection, service: str | None,
 def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
          owner: str | None = None) -> sa.Row | None:
     """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s when
-    given): its (service, owner, phase value), or None.  A no-op UPDATE, not a
-    SELECT: it takes SQLite's write lock too, so the phase read stays true until
-    the commit."""
-    stmt = _LOCK.where(J.c.phase.in_([p.value for p in in_phases]))
+    given): its (service, owner, phase value), or None.  The phase read stays true
+    until the commit: PostgreSQL's FOR UPDATE rereads the row once a concurrent
+    change commits; on SQLite a no-op UPDATE takes the database's write lock (a
+    SELECT would take none)."""
+    stmt: Any = _LOCK[conn.dialect.name == "postgresql"]
+    stmt = stmt.where(
+        J.c.phase.in_([p.value for p in in_phases]))
     if owner is not None:
         stmt = stmt.where(J.c.owner == owner)
     return conn.execute(stmt, {"_id": job_id}).first()
 
 
-_LOCK = (J.update().where(J.c.id == sa.bindparam("_id")).values(phase=J.c.phase)
-         .returning(J.c.service, J.c.owner, J.c.phase))
+_THE_JOB = J.c.id == sa.bindparam("_id")
+_LOCK = {True: sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB).with_for_update(),
+         False: J.update().where(_THE_JOB).values(phase=J.c.phase)
+         .returning(J.c.service, J.c.owner, J.c.phase)}
 
 
-def _flat(rows: list[dict]) -> dict:
-    return {f"{name}_{i}": value for i, row in enumerate(rows) for name, value in row.items()}
+def _upsert(insert) -> sa.Insert:
+    """INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n (PostgreSQL, SQLite)."""
+    base = insert(C)
+    return base.on_conflict_do_update(index_elements=[C.c.service, C.c.owner, C.c.phase, C.c.slot],
+                                      set_={"n": C.c.n + base.excluded.n})
 
 
-_COLUMNS = ("service", "owner", "phase", "slot", "n")
-_UPSERTS: dict[tuple[str, int], sa.Insert] = {}
-
-
-def _upsert(dialect: str, count: int) -> sa.Insert:
-    """INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n of ``count`` rows,
-    built once per dialect and size (bound as name_i)."""
-    key = (dialect, count)
-    stmt = _UPSERTS.get(key)
-    if stmt is None:
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        values: list[dict[str, Any]] = [{c: sa.bindparam(f"{c}_{i}") for c in _COLUMNS} for i in range(count)]
-        base = insert(C).values(values)
-        stmt = _UPSERTS[key] = base.on_conflict_do_update(
-            index_elements=[C.c.service, C.c.owner, C.c.phase, C.c.slot],
-            set_={"n": C.c.n + base.excluded.n})
-    return stmt
+_UPSERT = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
 
 
 def _total_statement(scoped: bool, phases: bool):

@@ -241,7 +241,7 @@ class Store(RunningQueries):
                 row = counts.lock(conn, job_id, sources, owner)
                 if row is not None:
                     old = row.phase
-                    conn.execute(stmt, {**values, "_id": job_id, "_owner": owner})
+                    conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
             won = row is not None
             if row is not None:
                 counts.bump(conn, counts.moved(row.service, row.owner, job_id, old, new))
