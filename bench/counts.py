@@ -14,8 +14,10 @@ keeping the counters costs creations.
         owner per thread; jobs per second.  On PostgreSQL each run gets a schema of its
         own, dropped afterwards.
 
-Run it against another checkout (e.g. the code before the counters) with
-PYTHONPATH=that/checkout: both commands use only APIs that predate them.
+Run it against another checkout (e.g. the code before the counters) from that
+checkout's directory with PYTHONPATH=that/checkout (the server subprocess imports
+uws from its working directory first): both commands use only APIs that predate
+the counters.
 """
 from __future__ import annotations
 
