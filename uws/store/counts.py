@@ -81,6 +81,26 @@ def by_phase(conn: sa.Connection, service: str | None,
     return {(s, o, _PHASE[p]): int(n) for s, o, p, n in conn.execute(stmt) if n}
 
 
+def recount(conn: sa.Connection) -> None:
+    """Rebuild every counter from the jobs, writers held off meanwhile: the repair
+    after changes the counters did not see (servers of revision 0001 still running
+    after the upgrade, a hand-made change)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("LOCK TABLE uws_job IN SHARE MODE"))   # waits for writers
+    else:
+        conn.execute(J.update().where(sa.false()).values(phase=J.c.phase))  # the write lock
+    last = sa.func.substr(J.c.id, sa.func.length(J.c.id), 1)
+    grouped = sa.select(J.c.service, J.c.owner, J.c.phase, last, sa.func.count()).group_by(
+        J.c.service, J.c.owner, J.c.phase, last)
+    tallied: Counter[Key] = Counter()
+    for service, owner, phase, char, n in conn.execute(grouped):
+        tallied[(service, owner, phase, slot_of(char))] += n
+    conn.execute(C.delete())
+    if tallied:
+        conn.execute(C.insert(), [{"service": s, "owner": o, "phase": p, "slot": slot, "n": n}
+                                  for (s, o, p, slot), n in sorted(tallied.items())])
+
+
 def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
          owner: str | None = None) -> sa.Row | None:
     """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s when
@@ -89,8 +109,7 @@ def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
     change commits; on SQLite a no-op UPDATE takes the database's write lock (a
     SELECT would take none)."""
     stmt: Any = _LOCK[conn.dialect.name == "postgresql"]
-    stmt = stmt.where(
-        J.c.phase.in_([p.value for p in in_phases]))
+    stmt = stmt.where(J.c.phase.in_([p.value for p in in_phases]))
     if owner is not None:
         stmt = stmt.where(J.c.owner == owner)
     return conn.execute(stmt, {"_id": job_id}).first()

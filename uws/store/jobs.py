@@ -185,6 +185,11 @@ class Store(RunningQueries):
         with self.engine.connect() as conn:
             return counts.by_phase(conn, service, owner)
 
+    def recount_jobs(self) -> None:
+        """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
+        with self.engine.begin() as conn:
+            counts.recount(conn)
+
     # -- changes ----------------------------------------------------------------
 
     # -- phase changes: one method per event of the table in uws.phases -----------
