@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
+from collections import Counter
 
 from uws import phases, timeutil
 from uws.errors import OverQuota
@@ -65,6 +66,12 @@ class MemoryStore:
     def count_jobs(self, service, owner, q):
         return len(self.list_jobs(service, owner, dataclasses.replace(q, limit=None,
                                                                       offset=0)))
+
+    def job_counts(self, service=None, owner=None):
+        with self._lock:
+            return dict(Counter((j.service, j.owner, j.phase) for j in self.jobs.values()
+                                if (service is None or j.service == service)
+                                and (owner is None or j.owner == owner)))
 
     def stored_bytes(self, service, owner):
         return sum(self.bytes.get(j.id, 0) for j in self._kept(service) if j.owner == owner)

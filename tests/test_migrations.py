@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -13,9 +15,11 @@ import time
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+import uws.store.counts
 import uws.store.jobs
 from uws.model import Job, Parameter, Result
 from uws.phases import Phase
@@ -23,7 +27,7 @@ from uws.store import Store
 from uws.store import schema as schema_mod
 from uws.store.engine import make_engine
 from uws.store.tables import job as J
-from uws.store.tables import job_bytes, metadata
+from uws.store.tables import job_bytes, job_count, metadata
 from uws.store.tables import parameter as P
 from uws.store.tables import result as R
 
@@ -46,11 +50,25 @@ def revision_of(url: str) -> str | None:
         engine.dispose()
 
 
-def old_store(url: str, monkeypatch) -> Store:
-    """A Store as servers before migrations made it: create_all at start, no alembic_version."""
-    with monkeypatch.context() as m:
-        m.setattr(uws.store.jobs, "create_schema", lambda engine: metadata.create_all(engine))
-        return Store(url)
+def initial_schema() -> sa.MetaData:
+    initial = schema_mod._scripts().get_revision(schema_mod.INITIAL)
+    assert initial is not None and initial.module is not None
+    return initial.module.schema()
+
+
+@contextlib.contextmanager
+def old_store(url: str):
+    """A Store as servers before migrations made it: create_all of the initial
+    revision's tables at start, no alembic_version, no job counters."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(uws.store.jobs, "create_schema",
+                  lambda engine: initial_schema().create_all(engine))
+        m.setattr(uws.store.counts, "bump", lambda conn, deltas: None)
+        store = Store(url)
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def a_job(number: int) -> Job:
@@ -92,13 +110,12 @@ def test_the_migrations_make_exactly_the_tables_module(db_url):
     assert differences(db_url) == []
 
 
-def test_a_database_made_before_migrations_is_adopted_and_loses_nothing(db_url, monkeypatch):
-    old = old_store(db_url, monkeypatch)
-    for number in range(1, 4):
-        old.insert_job(a_job(number), stored_bytes=100 * number)
-    assert old.add_result("1".zfill(32), Result("out", "out.txt", "text/plain", 12))
-    assert old.mark_queued("2".zfill(32))
-    old.close()
+def test_a_database_made_before_migrations_is_adopted_and_loses_nothing(db_url):
+    with old_store(db_url) as old:
+        for number in range(1, 4):
+            old.insert_job(a_job(number), stored_bytes=100 * number)
+        assert old.add_result("1".zfill(32), Result("out", "out.txt", "text/plain", 12))
+        assert old.mark_queued("2".zfill(32))
     assert revision_of(db_url) is None
 
     store = Store(db_url)
@@ -134,12 +151,63 @@ def test_a_database_older_than_uws_job_bytes_gains_it(db_url):
     assert differences(db_url) == []
 
 
+def various_jobs() -> list[Job]:
+    """Jobs of two services and three owners in several phases."""
+    owners, services = ("alice", "bob", ""), ("sleep", "echo")
+    kept = [Phase.PENDING, Phase.QUEUED, Phase.EXECUTING, Phase.COMPLETED, Phase.ARCHIVED]
+    return [dataclasses.replace(a_job(number), owner=owners[number % 3],
+                                service=services[number % 2], phase=kept[number % 5])
+            for number in range(1, 61)]
+
+
+def counters_and_rows(url: str) -> tuple[dict, dict]:
+    """The counters summed by (service, owner, phase), and COUNT(*) grouped the same way."""
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            keys = (job_count.c.service, job_count.c.owner, job_count.c.phase)
+            counters = {tuple(k): n for *k, n in conn.execute(
+                sa.select(*keys, sa.func.sum(job_count.c.n)).group_by(*keys)) if n}
+            rows = {tuple(k): n for *k, n in conn.execute(
+                sa.select(J.c.service, J.c.owner, J.c.phase, sa.func.count())
+                .group_by(J.c.service, J.c.owner, J.c.phase))}
+        return counters, rows
+    finally:
+        engine.dispose()
+
+
+def test_jobs_stored_before_the_counters_are_counted_by_the_upgrade(db_url):
+    with old_store(db_url) as old:
+        for job in various_jobs():
+            old.insert_job(job)
+    Store(db_url).close()
+    counters, rows = counters_and_rows(db_url)
+    assert len(rows) == 30
+    assert counters == rows
+
+
+def test_a_downgrade_below_the_counters_drops_them_and_an_upgrade_counts_again(db_url):
+    store = Store(db_url)
+    for job in various_jobs():
+        store.insert_job(job)
+    with store.engine.begin() as conn:
+        command.downgrade(schema_mod.alembic_config(conn), "0001")
+        assert not sa.inspect(conn).has_table("uws_job_count")
+        conn.execute(J.delete().where(J.c.owner == "bob"))      # changed while uncounted
+    store.close()
+    assert revision_of(db_url) == "0001"
+    Store(db_url).close()
+    counters, rows = counters_and_rows(db_url)
+    assert len(rows) == 20
+    assert counters == rows
+
+
 _NEXT = """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "{revision}"
+down_revision = "{previous}"
 branch_labels = None
 depends_on = None
 
@@ -155,18 +223,21 @@ def downgrade():
 
 @pytest.fixture
 def later_version(tmp_path, monkeypatch):
-    """Call it to become a later uws: the shipped migrations plus a revision 0002."""
+    """Call it to become a later uws: the shipped migrations plus one revision more."""
     later = tmp_path / "migrations"
     caches = (schema_mod._scripts, schema_mod.newest_revision)
 
     def become() -> str:
         shutil.copytree(schema_mod.MIGRATIONS, later,
                         ignore=shutil.ignore_patterns("__pycache__"))
-        (later / "versions" / "v0002_note.py").write_text(_NEXT)
+        previous = head()
+        revision = f"{int(previous) + 1:04d}"
+        (later / "versions" / f"v{revision}_note.py").write_text(
+            _NEXT.format(revision=revision, previous=previous))
         monkeypatch.setattr(schema_mod, "MIGRATIONS", later)
         for cached in caches:
             cached.cache_clear()
-        return "0002"
+        return revision
 
     yield become
     monkeypatch.undo()
@@ -178,7 +249,7 @@ def test_a_database_at_an_older_revision_is_upgraded_at_start(db_url, later_vers
     store = Store(db_url)
     store.insert_job(a_job(1))
     store.close()
-    assert revision_of(db_url) == "0001"
+    assert revision_of(db_url) == head()
 
     newer = later_version()
     store = Store(db_url)
@@ -251,8 +322,9 @@ def test_uws_db_current_and_upgrade(tmp_path, db_url):
     assert line.endswith(f"revision {head()}, the newest"), line
 
 
-def test_uws_db_on_a_database_made_before_migrations(tmp_path, db_url, monkeypatch):
-    old_store(db_url, monkeypatch).close()
+def test_uws_db_on_a_database_made_before_migrations(tmp_path, db_url):
+    with old_store(db_url):
+        pass
     done = uws_db(tmp_path, db_url, "db", "current")
     assert done.returncode == 0 and "no revision (made before migrations" in done.stdout
     done = uws_db(tmp_path, db_url, "db", "upgrade")

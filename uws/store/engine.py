@@ -25,10 +25,13 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # Private to the server's user; SQLite gives its -wal and -shm files the same mode.
+        # Only a new file: closing a descriptor of a database this process has open
+        # would drop its connections' POSIX locks, and another process closing its
+        # last connection would then take itself for the last one and remove the WAL.
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except OSError:
-            pass    # SQLite says why when it opens it
+            pass    # there already, or SQLite says why when it opens it
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
                               connect_args={"check_same_thread": False, "timeout": 30})
 

@@ -22,6 +22,7 @@ from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
+from . import counts
 from .engine import create_schema, make_engine
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -86,9 +87,10 @@ class Store(RunningQueries):
             if job.parameters:
                 conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
             conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
-            owner = {"service": job.service, "owner": job.owner}
-            if quota.jobs and conn.execute(_COUNT_OWNED, owner).scalar_one() > quota.jobs:
+            counts.bump(conn, counts.tally([(job.service, job.owner, job.phase.value, job.id)]))
+            if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
                 raise OverQuota("jobs", quota.jobs)
+            owner = {"service": job.service, "owner": job.owner}
             if quota.bytes and conn.execute(_BYTES_OWNED, owner).scalar_one() > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
 
@@ -168,11 +170,26 @@ class Store(RunningQueries):
             q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
 
     def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
-        # Only indexed columns, so the count is an index-only scan.
+        if q.after is None and q.before is None:
+            with self.engine.connect() as conn:
+                return counts.total(conn, service, owner, q.phases)
+        # A time window: only indexed columns, so the count is an index-only scan.
         stmt = _filtered(sa.select(sa.func.count()), owner is not None, bool(q.phases),
                          q.after is not None, q.before is not None)
         with self.engine.connect() as conn:
             return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
+
+    def job_counts(self, service: str | None = None,
+                   owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
+        """Jobs by (service, owner, phase), nonzero counts only: of one service or of
+        the whole server (None), of one owner or of everyone (None)."""
+        with self.engine.connect() as conn:
+            return counts.by_phase(conn, service, owner)
+
+    def recount_jobs(self) -> None:
+        """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
+        with self.engine.begin() as conn:
+            counts.recount(conn)
 
     # -- changes ----------------------------------------------------------------
 
@@ -218,11 +235,22 @@ class Store(RunningQueries):
             "lease_owner": None, "lease_expires": None, "deadline": None})
 
     def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None) -> bool:
-        values = {"phase": phases.target(event).value, **fields}
+        new = phases.target(event).value
+        values = {"phase": new, **fields}
         stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
+        sources = phases.sources(event)
         with self.engine.begin() as conn:
-            won = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).rowcount == 1
-            if won:
+            if len(sources) == 1:
+                (old,) = (p.value for p in sources)
+                row = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).first()
+            else:   # which source phase it leaves, read under the row's lock
+                row = counts.lock(conn, job_id, sources, owner)
+                if row is not None:
+                    old = row.phase
+                    conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
+            won = row is not None
+            if row is not None:
+                counts.bump(conn, counts.moved(row.service, row.owner, job_id, old, new))
                 self._announce(conn, job_id)
         if won:
             self._changed(job_id)
@@ -275,7 +303,7 @@ class Store(RunningQueries):
     def delete_job(self, job_id: str, service: str | None = None,
                    owner: str | None = None) -> bool:
         """Forget a job (scoped to its service and owner when given); True if it existed."""
-        stmt = _DELETE
+        stmt = _DELETE.returning(J.c.service, J.c.owner, J.c.phase)
         if service is not None:
             stmt = stmt.where(J.c.service == service)
         if owner is not None:
@@ -283,8 +311,11 @@ class Store(RunningQueries):
         with self.engine.begin() as conn:
             # Parameters and results go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
-            gone = conn.execute(stmt, {"id": job_id}).rowcount == 1
-            if gone:
+            row = conn.execute(stmt, {"id": job_id}).first()
+            gone = row is not None
+            if row is not None:
+                slot = counts.slot_of(job_id)
+                counts.bump(conn, [((row.service, row.owner, row.phase, slot), -1)])
                 self._announce(conn, job_id)
         if gone:
             self._changed(job_id)
@@ -308,7 +339,7 @@ class Store(RunningQueries):
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
-        """Bulk-insert finished jobs (benchmarks and scale tests)."""
+        """Bulk-insert finished jobs (benchmarks and scale tests), counted."""
         from ..model import new_job_id
         base = timeutil.now() - dt.timedelta(seconds=count)
         with self.engine.begin() as conn:
@@ -318,6 +349,8 @@ class Store(RunningQueries):
                              execution_duration=0, priority=0)
                         for i in range(start, min(count, start + batch))]
                 conn.execute(J.insert(), rows)
+                counts.bump(conn, counts.tally((service, owner, phase.value, str(r["id"]))
+                                               for r in rows))
 
 
 # Hot statements, built once: only their parameters change between requests.
@@ -359,8 +392,7 @@ def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
     return stmt
 
 
-# The jobs an owner keeps in a service, and their bytes, as quotas count them.
-_COUNT_OWNED = _filtered(sa.select(sa.func.count()), True, False, False, False)
+# The bytes an owner's jobs keep in a service, as quotas count them.
 _BYTES_OWNED = _filtered(sa.select(sa.func.coalesce(sa.func.sum(B.c.bytes), 0))
                          .select_from(J.join(B, B.c.job_id == J.c.id)),
                          True, False, False, False)
@@ -394,7 +426,8 @@ def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
     """The conditional UPDATE of one event, built once per set of columns it sets."""
     stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
                              J.c.phase.in_([p.value for p in phases.sources(event)]))
-            .values({c: sa.bindparam(c) for c in columns}))
+            .values({c: sa.bindparam(c) for c in columns})
+            .returning(J.c.service, J.c.owner))
     return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
 
 

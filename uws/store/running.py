@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..phases import Event, Phase
+from . import counts
 from .tables import job as J
 from .tables import result as R
 
@@ -62,10 +63,13 @@ class RunningQueries:
         """Finished -> ARCHIVED, dropping the result records in the same
         transaction, so no reader sees an archived job listing results."""
         with self.engine.begin() as conn:
-            won = conn.execute(J.update().where(
-                J.c.id == job_id, J.c.phase.in_([p.value for p in phases.sources(Event.ARCHIVE)]))
-                .values(phase=Phase.ARCHIVED.value)).rowcount == 1
-            if won:
+            row = counts.lock(conn, job_id, phases.sources(Event.ARCHIVE))
+            won = row is not None
+            if row is not None:
+                conn.execute(J.update().where(J.c.id == job_id)
+                             .values(phase=Phase.ARCHIVED.value))
+                counts.bump(conn, counts.moved(row.service, row.owner, job_id, row.phase,
+                                               Phase.ARCHIVED.value))
                 conn.execute(R.delete().where(R.c.job_id == job_id))
                 self._announce(conn, job_id)
         if won:
@@ -121,6 +125,8 @@ class RunningQueries:
                 if row is None:
                     return None
                 job_id, duration = row
+                counts.bump(conn, counts.moved(service, owner, job_id, Phase.QUEUED.value,
+                                               Phase.EXECUTING.value))
                 if cap and conn.execute(_RUNNING_OF, {"service": service,
                                                       "owner": owner}).scalar_one() > cap:
                     raise _OverCap

@@ -1,4 +1,4 @@
-"""The SQL schema: four tables and the indexes the list queries walk."""
+"""The SQL schema: five tables and the indexes the list queries walk."""
 from __future__ import annotations
 
 from sqlalchemy import (
@@ -11,6 +11,7 @@ from sqlalchemy import (
                         Index,
                         Integer,
                         MetaData,
+                        SmallInteger,
                         String,
                         Table,
                         Text,
@@ -78,4 +79,17 @@ job_bytes = Table(
     "uws_job_bytes", metadata,
     Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
     Column("bytes", BigInteger, nullable=False),
+)
+
+# How many jobs each owner keeps in each phase of each service, maintained in the
+# transactions that insert, move and delete jobs (uws/store/counts.py), so counts
+# never scan uws_job.  Each (service, owner, phase) is split over a few slots (by
+# job id) so concurrent creations by one owner do not all wait for one row's lock.
+job_count = Table(
+    "uws_job_count", metadata,
+    Column("service", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),
+    Column("phase", String(16), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
 )
