@@ -24,6 +24,7 @@ from uws.model import ErrorSummary, Job, ListQuery, new_job_id
 from uws.phases import Phase
 from uws.store import Store
 from uws.store.tables import job as J
+from uws.store.tables import job_bytes
 from uws.store.tables import job_count as C
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
@@ -53,7 +54,7 @@ def churn(store, seed: int, rounds: int, dead_worker: str) -> None:
     for _ in range(rounds):
         service = rng.choice(sorted(SERVICES))
         job = new_job(service, rng.choice(OWNERS), rng)
-        store.insert_job(job)
+        store.insert_job(job, stored_bytes=rng.randrange(5000))
         fate = rng.choice(FATES)
         if fate == "hold":
             store.mark_held(job.id)
@@ -70,6 +71,7 @@ def churn(store, seed: int, rounds: int, dead_worker: str) -> None:
         claimed = store.claim_next(worker, [service], -1 if fate == "lost" else 60)
         if claimed is None or fate in ("lost", "dead"):
             continue        # left to the sweeps
+        store.set_stored_bytes(claimed, rng.randrange(5000))    # what it wrote
         if fate == "complete":
             store.mark_completed(claimed)
         else:
@@ -86,6 +88,17 @@ def counters_and_rows(store: Store) -> tuple[dict, dict]:
             .group_by(J.c.service, J.c.owner, J.c.phase))}
     counted = {(s, o, p.value): n for (s, o, p), n in store.job_counts().items()}
     return counted, rows
+
+
+def bytes_totals_and_sums(store: Store) -> tuple[dict, dict]:
+    """Each (service, owner)'s bytes as quotas read them, and summed over its jobs."""
+    with store.engine.connect() as conn:
+        sums = {(s, o): int(n) for s, o, n in conn.execute(
+            sa.select(J.c.service, J.c.owner, sa.func.sum(job_bytes.c.bytes))
+            .select_from(J.join(job_bytes, job_bytes.c.job_id == J.c.id))
+            .group_by(J.c.service, J.c.owner))}
+    totals = {(s, o): store.stored_bytes(s, o) for s in SERVICES for o in OWNERS}
+    return ({key: n for key, n in totals.items() if n}, {key: n for key, n in sums.items() if n})
 
 
 def lowest_counter(store: Store) -> int:
@@ -171,6 +184,8 @@ def test_counters_equal_count_after_a_concurrent_churn_of_threads_engines_proces
 
     counted, rows = counters_and_rows(api.store)
     assert counted == rows
+    totals, sums = bytes_totals_and_sums(api.store)
+    assert totals == sums and sums
     phases_left = {phase for _, _, phase in rows}
     assert {"PENDING", "HELD", "COMPLETED", "ERROR", "ABORTED", "ARCHIVED"} <= phases_left
     assert sum(rows.values()) < 8 * 40          # deletions and destructions happened

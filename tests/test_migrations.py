@@ -21,6 +21,7 @@ from alembic.runtime.migration import MigrationContext
 
 import uws.store.counts
 import uws.store.jobs
+import uws.store.usage
 from uws.model import Job, Parameter, Result
 from uws.phases import Phase
 from uws.store import Store
@@ -64,6 +65,7 @@ def old_store(url: str):
         m.setattr(uws.store.jobs, "create_schema",
                   lambda engine: initial_schema().create_all(engine))
         m.setattr(uws.store.counts, "bump", lambda conn, deltas: None)
+        m.setattr(uws.store.usage, "add", lambda *args: None)
         store = Store(url)
         try:
             yield store
@@ -200,6 +202,28 @@ def test_a_downgrade_below_the_counters_drops_them_and_an_upgrade_counts_again(d
     counters, rows = counters_and_rows(db_url)
     assert len(rows) == 20
     assert counters == rows
+
+
+def test_bytes_kept_before_the_owner_totals_are_added_up_by_the_upgrade(db_url):
+    store = Store(db_url)
+    for number, job in enumerate(various_jobs()):
+        store.insert_job(job, stored_bytes=1000 + number)
+    with store.engine.begin() as conn:
+        command.downgrade(schema_mod.alembic_config(conn), "0002")
+        assert not sa.inspect(conn).has_table("uws_owner_bytes")
+        conn.execute(job_bytes.update().values(bytes=job_bytes.c.bytes * 2))  # while unsummed
+    store.close()
+    store = Store(db_url)
+    try:
+        with store.engine.connect() as conn:
+            sums = dict(conn.execute(
+                sa.select(J.c.owner, sa.func.sum(job_bytes.c.bytes))
+                .select_from(J.join(job_bytes, job_bytes.c.job_id == J.c.id))
+                .where(J.c.service == "sleep").group_by(J.c.owner)).all())
+        assert sums and all(store.stored_bytes("sleep", owner) == int(n)
+                            for owner, n in sums.items())
+    finally:
+        store.close()
 
 
 _NEXT = """

@@ -22,7 +22,7 @@ from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
-from . import counts
+from . import counts, usage
 from .engine import create_schema, make_engine
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -88,25 +88,29 @@ class Store(RunningQueries):
                 conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
             conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
             counts.bump(conn, counts.tally([(job.service, job.owner, job.phase.value, job.id)]))
+            usage.add(conn, job.service, job.owner, job.id, stored_bytes)
             if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
                 raise OverQuota("jobs", quota.jobs)
-            owner = {"service": job.service, "owner": job.owner}
-            if quota.bytes and conn.execute(_BYTES_OWNED, owner).scalar_one() > quota.bytes:
+            if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
         with self.engine.connect() as conn:
-            return conn.execute(_BYTES_OWNED, {"service": service, "owner": owner}).scalar_one()
+            return usage.total(conn, service, owner)
 
     def set_stored_bytes(self, job_id: str, size: int) -> None:
         """Record what a job keeps on disk now (after a change of its files)."""
         with self.engine.begin() as conn:
-            if not conn.execute(B.update().where(B.c.job_id == job_id)
-                                .values(bytes=size)).rowcount:
-                conn.execute(sa.insert(B).from_select(
-                    ["job_id", "bytes"],
-                    sa.select(J.c.id, sa.literal(size, sa.BigInteger)).where(J.c.id == job_id)))
+            before = usage.lock(conn, job_id)
+            owned = conn.execute(sa.select(J.c.service, J.c.owner).where(J.c.id == job_id)).first()
+            if owned is None:
+                return      # deleted meanwhile: its bytes went with it
+            if before is None:
+                conn.execute(B.insert().values(job_id=job_id, bytes=size))
+            else:
+                conn.execute(B.update().where(B.c.job_id == job_id).values(bytes=size))
+            usage.add(conn, owned.service, owned.owner, job_id, size - (before or 0))
 
     def _serialise_owner(self, conn, service: str, owner: str) -> None:
         if self.engine.dialect.name == "postgresql":
@@ -190,6 +194,7 @@ class Store(RunningQueries):
         """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
         with self.engine.begin() as conn:
             counts.recount(conn)
+            usage.recount(conn)
 
     # -- changes ----------------------------------------------------------------
 
@@ -309,13 +314,15 @@ class Store(RunningQueries):
         if owner is not None:
             stmt = stmt.where(J.c.owner == owner)
         with self.engine.begin() as conn:
-            # Parameters and results go with it (ON DELETE CASCADE; SQLite's
+            kept = usage.lock(conn, job_id)     # before its row goes with the job's
+            # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
             row = conn.execute(stmt, {"id": job_id}).first()
             gone = row is not None
             if row is not None:
                 slot = counts.slot_of(job_id)
                 counts.bump(conn, [((row.service, row.owner, row.phase, slot), -1)])
+                usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 self._announce(conn, job_id)
         if gone:
             self._changed(job_id)
@@ -393,9 +400,6 @@ def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
 
 
 # The bytes an owner's jobs keep in a service, as quotas count them.
-_BYTES_OWNED = _filtered(sa.select(sa.func.coalesce(sa.func.sum(B.c.bytes), 0))
-                         .select_from(J.join(B, B.c.job_id == J.c.id)),
-                         True, False, False, False)
 
 
 @functools.lru_cache(maxsize=128)

@@ -81,6 +81,16 @@ job_bytes = Table(
     Column("bytes", BigInteger, nullable=False),
 )
 
+# The bytes each owner keeps in each service: uws_job_bytes summed, maintained in the
+# transactions that change it (uws/store/usage.py), in the job counters' slots.
+owner_bytes = Table(
+    "uws_owner_bytes", metadata,
+    Column("service", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),
+    Column("slot", SmallInteger, primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
+)
+
 # How many jobs each owner keeps in each phase of each service, maintained in the
 # transactions that insert, move and delete jobs (uws/store/counts.py), so counts
 # never scan uws_job.  Each (service, owner, phase) is split over a few slots (by

@@ -1,0 +1,65 @@
+"""Bytes each owner keeps in each service, kept in uws_owner_bytes.
+
+A storage quota used to add up uws_job_bytes over all of an owner's jobs at every
+creation: a scan that grew with the jobs kept (0.65 ms at 2,000 jobs, linear).  The
+totals are now adjusted in the transactions that change a job's bytes, as the job
+counters are (:mod:`.counts`), split over the same slots so concurrent changes by one
+owner do not all wait for one row.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .counts import slot_of
+from .tables import job as J
+from .tables import job_bytes as B
+from .tables import owner_bytes as O
+
+
+def add(conn: sa.Connection, service: str, owner: str, job_id: str, delta: int) -> None:
+    """Add ``delta`` bytes to the owner's total (in the job's slot)."""
+    if delta:
+        conn.execute(_UPSERT[conn.dialect.name], {"service": service, "owner": owner,
+                                                  "slot": slot_of(job_id), "bytes": delta})
+
+
+def total(conn: sa.Connection, service: str, owner: str) -> int:
+    # int(): PostgreSQL sums a BIGINT as NUMERIC
+    return int(conn.execute(_TOTAL, {"service": service, "owner": owner}).scalar_one())
+
+
+def lock(conn: sa.Connection, job_id: str) -> int | None:
+    """The bytes a job keeps, its row locked until the commit so that no concurrent
+    change slips between this read and the caller's write; None without a row.  A
+    no-op UPDATE: a row lock on PostgreSQL, the write lock on SQLite."""
+    return conn.execute(_LOCK, {"_id": job_id}).scalar()
+
+
+def recount(conn: sa.Connection) -> None:
+    """Rebuild the totals from uws_job_bytes (after rows changed without them)."""
+    last = sa.func.substr(J.c.id, sa.func.length(J.c.id), 1)
+    grouped = (sa.select(J.c.service, J.c.owner, last, sa.func.sum(B.c.bytes))
+               .select_from(J.join(B, B.c.job_id == J.c.id))
+               .group_by(J.c.service, J.c.owner, last))
+    rows: dict[tuple[str, str, int], int] = {}
+    for service, owner, char, n in conn.execute(grouped):
+        key = (service, owner, slot_of(char))
+        rows[key] = rows.get(key, 0) + int(n or 0)
+    conn.execute(O.delete())
+    if rows:
+        conn.execute(O.insert(), [{"service": s, "owner": o, "slot": slot, "bytes": n}
+                                  for (s, o, slot), n in sorted(rows.items())])
+
+
+def _upsert(insert) -> sa.Insert:
+    base = insert(O)
+    return base.on_conflict_do_update(index_elements=[O.c.service, O.c.owner, O.c.slot],
+                                      set_={"bytes": O.c.bytes + base.excluded.bytes})
+
+
+_UPSERT = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+_TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
+    O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
+_LOCK = (B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
+         .returning(B.c.bytes))
