@@ -346,6 +346,20 @@ def test_uws_db_current_and_upgrade(tmp_path, db_url):
     assert line.endswith(f"revision {head()}, the newest"), line
 
 
+def test_uws_db_recount_repairs_counters_that_missed_changes(tmp_path, db_url):
+    store = Store(db_url)
+    for job in various_jobs():
+        store.insert_job(job)
+    with store.engine.begin() as conn:      # as a server of revision 0001 would
+        conn.execute(J.delete().where(J.c.owner == "bob"))
+    store.close()
+    done = uws_db(tmp_path, db_url, "db", "recount")
+    assert done.returncode == 0, done.stderr
+    assert "rebuilt" in done.stdout
+    counters, rows = counters_and_rows(db_url)
+    assert len(rows) == 20 and counters == rows
+
+
 def test_uws_db_on_a_database_made_before_migrations(tmp_path, db_url):
     with old_store(db_url):
         pass

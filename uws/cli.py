@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     db = sub.add_parser("db", help="the database's schema revision").add_subparsers(
         dest="db_command", required=True)
     for name, text in (("upgrade", "bring the database to the newest schema (create it if empty)"),
-                       ("current", "print the database's schema revision")):
+                       ("current", "print the database's schema revision"),
+                       ("recount", "rebuild the job counters and byte totals from the jobs")):
         action = db.add_parser(name, help=text)
         action.add_argument("--config", help="TOML configuration file (the database URL)")
         action.add_argument("--data-dir", help="directory of the default SQLite database")
@@ -134,6 +135,8 @@ def db_command(args) -> int:
 def _db_action(action: str, engine) -> str:
     from .store import schema
 
+    if action == "recount":
+        return _recount(engine)
     if action == "upgrade":
         before, after = schema.upgrade(engine)
         if before == after:
@@ -150,6 +153,19 @@ def _db_action(action: str, engine) -> str:
                 f"(uws db upgrade or uws serve brings it to {status.head})")
     return (f"revision {status.revision}, unknown to this uws (its newest is {status.head}): "
             "a newer uws made it")
+
+
+def _recount(engine) -> str:
+    """The repair after changes the counters did not see: servers of an older revision
+    still running after an upgrade, or a change made by hand."""
+    from .store import counts, schema, usage
+
+    if not schema.read_status(engine).current:
+        raise schema.SchemaError("not at the newest revision: run uws db upgrade first")
+    with engine.begin() as conn:
+        counts.recount(conn)
+        usage.recount(conn)
+    return "job counters and byte totals rebuilt from the jobs"
 
 
 def _shown(url: str) -> str:
