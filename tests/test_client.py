@@ -131,7 +131,7 @@ def test_download_resumes_a_partial_file_from_our_server(ours, tmp_path):
     target = tmp_path / "result.txt"
     whole = requests.get(ours.result(job, "result").href, timeout=30).content
     target.write_bytes(whole[:1000])
-    ours.download(ours.result(job, "result"), target)
+    ours.download(ours.result(job, "result"), target, resume=True)
     assert target.read_bytes() == whole
 
 
@@ -280,7 +280,7 @@ def test_download_resumes_with_a_range_request(other, minimal, tmp_path):
     whole = minimal.content(minimal.jobs[job.job_id], "echo")
     target = tmp_path / "echo"
     target.write_bytes(whole[:12345])
-    other.download(other.result(job, "echo"), target)
+    other.download(other.result(job, "echo"), target, resume=True)
     assert target.read_bytes() == whole
     ranges = [r["headers"].get("Range") for r in minimal.requests if r["path"].startswith("/files/")]
     assert ranges == ["bytes=12345-"]
@@ -295,9 +295,27 @@ def test_a_broken_download_raises_and_the_next_one_resumes(tmp_path):
             client.download(client.result(job, "echo"), target)
         kept = target.stat().st_size        # what arrived in whole chunks
         assert 0 < kept <= 70_000
-        client.download(client.result(job, "echo"), target)
+        client.download(client.result(job, "echo"), target, resume=True)
         assert target.read_bytes() == server.content(server.jobs[job.job_id], "echo")
         assert server.requests[-1]["headers"]["Range"] == f"bytes={kept}-"
+
+
+def test_credentials_go_to_the_servers_origin_only():
+    with MinimalUWS() as there, MinimalUWS() as elsewhere:
+        client = Client(there.url, user="alice", password="secret")
+        list(client.jobs())
+        client.http.get(elsewhere.url)       # say, a result another host stores
+        assert there.requests[-1]["headers"].get("Authorization")
+        assert not elsewhere.requests[-1]["headers"].get("Authorization")
+
+
+def test_a_download_without_resume_replaces_a_file_of_the_same_name(other, minimal, tmp_path):
+    job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
+    whole = minimal.content(minimal.jobs[job.job_id], "echo")
+    target = tmp_path / "echo"
+    target.write_bytes(b"another job's result of the same name")
+    other.download(other.result(job, "echo"), target)
+    assert target.read_bytes() == whole
 
 
 def test_download_from_a_server_without_ranges_fetches_the_whole_file_again(tmp_path):
@@ -311,12 +329,12 @@ def test_download_from_a_server_without_ranges_fetches_the_whole_file_again(tmp_
         assert target.read_bytes() == whole
 
 
-def test_download_of_a_whole_file_leaves_it_as_it_is(other, minimal, tmp_path):
+def test_resuming_a_whole_file_leaves_it_as_it_is(other, minimal, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
     target = tmp_path / "echo"
     target.write_bytes(minimal.content(minimal.jobs[job.job_id], "echo"))
     before = target.stat().st_mtime_ns
-    other.download(other.result(job, "echo"), target)
+    other.download(other.result(job, "echo"), target, resume=True)
     assert target.stat().st_mtime_ns == before
 
 

@@ -229,8 +229,17 @@ def test_results_output_resumes_a_partial_file(server, tmp_path):
     uws_jobs(server, "wait", job_id)
     whole = server.content(server.jobs[job_id], "echo")
     (tmp_path / "echo").write_bytes(whole[:1000])
-    assert uws_jobs(server, "results", job_id, "echo", "-o", str(tmp_path / "echo")).exit_code == 0
+    assert uws_jobs(server, "results", job_id, "echo", "-o", str(tmp_path / "echo"),
+                    "--resume").exit_code == 0
     assert (tmp_path / "echo").read_bytes() == whole
+
+
+def test_an_output_that_cannot_be_written_exits_9_without_a_traceback(server, tmp_path):
+    job_id = created(server, "DURATION=0", "--run")
+    uws_jobs(server, "wait", job_id)
+    result = uws_jobs(server, "results", job_id, "echo", "-o", str(tmp_path / "no" / "such" / "f"))
+    assert result.exit_code == 9, result.output
+    assert "Traceback" not in result.output
 
 
 def test_results_output_into_a_directory_names_the_file_by_result(server, tmp_path):
@@ -240,13 +249,14 @@ def test_results_output_into_a_directory_names_the_file_by_result(server, tmp_pa
     assert (tmp_path / "note").read_text() == f"job {job_id} done\n"
 
 
-def test_a_broken_download_exits_7_and_a_second_run_completes_it(tmp_path):
+def test_a_broken_download_exits_7_and_a_second_run_with_resume_completes_it(tmp_path):
     with MinimalUWS(cut_after=100_000) as server:
         job_id = created(server, "DURATION=0", "--run")
         uws_jobs(server, "wait", job_id)
         target = str(tmp_path / "echo")
         assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == CONNECTION
-        assert uws_jobs(server, "results", job_id, "echo", "-o", target).exit_code == 0
+        assert uws_jobs(server, "results", job_id, "echo", "-o", target,
+                        "--resume").exit_code == 0
         assert (tmp_path / "echo").read_bytes() == server.content(server.jobs[job_id], "echo")
 
 

@@ -96,6 +96,7 @@ def bytes_totals_and_sums(store: Store) -> tuple[dict, dict]:
         sums = {(s, o): int(n) for s, o, n in conn.execute(
             sa.select(J.c.service, J.c.owner, sa.func.sum(job_bytes.c.bytes))
             .select_from(J.join(job_bytes, job_bytes.c.job_id == J.c.id))
+            .where(J.c.phase != Phase.ARCHIVED.value)     # archived jobs' bytes do not count
             .group_by(J.c.service, J.c.owner))}
     totals = {(s, o): store.stored_bytes(s, o) for s in SERVICES for o in OWNERS}
     return ({key: n for key, n in totals.items() if n}, {key: n for key, n in sums.items() if n})
@@ -190,6 +191,21 @@ def test_counters_equal_count_after_a_concurrent_churn_of_threads_engines_proces
     assert {"PENDING", "HELD", "COMPLETED", "ERROR", "ABORTED", "ARCHIVED"} <= phases_left
     assert sum(rows.values()) < 8 * 40          # deletions and destructions happened
     assert min(lowest + [lowest_counter(api.store)]) >= 0
+
+
+def test_an_archived_jobs_bytes_leave_its_owners_total_and_its_deletion_takes_nothing(api):
+    store = api.store
+    job = new_job("plain", "alice", random.Random(1))
+    store.insert_job(job, stored_bytes=700)
+    store.mark_queued(job.id)
+    assert store.claim_next("w", ["plain"], 60) == job.id
+    store.set_stored_bytes(job.id, 900)     # what it wrote
+    store.mark_completed(job.id)
+    assert store.stored_bytes("plain", "alice") == 900
+    assert store.archive(job.id)
+    assert store.stored_bytes("plain", "alice") == 0
+    assert store.delete_job(job.id)
+    assert store.stored_bytes("plain", "alice") == 0
 
 
 def test_a_recount_repairs_counters_that_missed_changes(api):

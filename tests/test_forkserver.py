@@ -229,3 +229,41 @@ def settle_path(client, service, **params) -> str:
     path = run(client, service, **params)
     settle(client, path)
     return path
+
+
+# Starts a thread when the fork server imports it (not when the server does).
+THREADED = '''
+import os
+import threading
+import time
+if os.environ.get("UWS_JOB_ID", "").startswith("-"):
+    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+
+
+def run(params, ctx):
+    supervisor = os.getppid()
+    starter = open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1]
+    (ctx.workdir / "ok.txt").write_text(starter)
+    ctx.add_result("ok", "ok.txt", "text/plain")
+'''
+
+
+def test_a_runner_starting_threads_in_the_fork_server_makes_every_job_spawned(
+        tmp_path, db_url, monkeypatch):
+    from uws.web.app import create_app, shutdown
+    lib = tmp_path / "threadlib"
+    lib.mkdir()
+    (lib / "fsthreaded.py").write_text(THREADED)
+    monkeypatch.syspath_prepend(str(lib))
+    app = create_app(make_config(tmp_path, db_url, services={
+        "threaded": {"runner": "fsthreaded:run"}}))
+    try:
+        client = app.test_client()
+        path = settle_path(client, "threaded")
+        assert phase(client, path) == "COMPLETED"
+        assert int(client.get(f"{path}/results/ok").data) == os.getpid()     # spawned here
+        forks = app.extensions["uws"].executor.forks
+        assert forks.unusable and "threads" in forks.unusable
+        assert forks.pid is None            # the unfit fork server was not kept
+    finally:
+        shutdown(app)

@@ -29,7 +29,8 @@ class Client:
                  token: str | None = None, session: requests.Session | None = None,
                  timeout: float = 30):
         self.url = url.rstrip("/")
-        self.http = Transport(session, user=user, password=password, token=token, timeout=timeout)
+        self.http = Transport(session, user=user, password=password, token=token, timeout=timeout,
+                              origin=self.url)
 
     def job_url(self, job: str | Job | JobRef) -> str:
         if isinstance(job, Job | JobRef):
@@ -188,19 +189,22 @@ class Client:
     def results(self, job: str | Job | JobRef) -> tuple[Result, ...]:
         return self.get(job).results
 
-    def download(self, result: Result, path: str | Path) -> Path:
-        """Stream a result into ``path``, resuming a partial file with a Range request."""
+    def download(self, result: Result, path: str | Path, resume: bool = False) -> Path:
+        """Stream a result into ``path``; with ``resume``, a file holding the start of
+        this very result (an earlier download that broke off) is completed with a Range
+        request.  Nothing checks that it is the same result: only resume your own."""
         if result.href is None:
             raise ProtocolError(f"result {result.id} has no href")
         target = Path(path)
-        self.http.download(result.href, target)
+        self.http.download(result.href, target, resume)
         return target
 
-    def download_all(self, job: str | Job | JobRef, directory: str | Path) -> list[Path]:
+    def download_all(self, job: str | Job | JobRef, directory: str | Path,
+                     resume: bool = False) -> list[Path]:
         """Every result of the job into ``directory``, each as a file named for its id."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        return [self.download(r, folder / file_name(r)) for r in self.results(job)]
+        return [self.download(r, folder / file_name(r), resume) for r in self.results(job)]
 
     def result(self, job: str | Job | JobRef, result_id: str) -> Result:
         for r in self.results(job):

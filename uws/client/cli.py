@@ -19,6 +19,7 @@ from .documents import Job, to_dict
 from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
 
 OK, USAGE, JOB_ERROR, JOB_ABORTED, WAIT_TIMEOUT, HTTP_ERROR, CONNECTION, PROTOCOL = 0, 2, 3, 4, 5, 6, 7, 8
+LOCAL_FILE = 9
 PHASE_CODES = {"COMPLETED": OK, "ARCHIVED": OK, "ERROR": JOB_ERROR, "ABORTED": JOB_ABORTED}
 
 
@@ -67,6 +68,8 @@ def handled(command):
             _fail(f"not a UWS answer: {exc}", PROTOCOL)
         except UWSError as exc:
             _fail(str(exc), PROTOCOL)
+        except OSError as exc:      # an --output or --file that cannot be written or read
+            _fail(str(exc), LOCAL_FILE)
     return wrapper
 
 
@@ -233,10 +236,12 @@ def delete(opts: Options, job):
 @click.argument("result_id", required=False)
 @click.option("--output", "-o", type=click.Path(path_type=Path),
               help="Download: a file (or a directory) for RESULT_ID, else a directory for "
-                   "every result. A partial file is resumed.")
+                   "every result.")
+@click.option("--resume", is_flag=True,
+              help="Complete files left by an earlier download of these results that broke off.")
 @pass_options
 @handled
-def results(opts: Options, job, result_id, output):
+def results(opts: Options, job, result_id, output, resume):
     """List a job's results, or download them with --output."""
     found = [opts.client.result(job, result_id)] if result_id else list(opts.client.results(job))
     if output is None:
@@ -247,8 +252,8 @@ def results(opts: Options, job, result_id, output):
         return
     if result_id:
         target = output / file_name(found[0]) if output.is_dir() else output
-        saved = [opts.client.download(found[0], target)]
+        saved = [opts.client.download(found[0], target, resume)]
     else:
-        saved = opts.client.download_all(job, output)
+        saved = opts.client.download_all(job, output, resume)
     opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size} for r, p in zip(found, saved)],
               "\n".join(str(p) for p in saved))

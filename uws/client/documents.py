@@ -167,7 +167,7 @@ def _int(parent, name: str) -> int | None:
     text = _text(parent, name)
     try:
         return None if text is None else int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):     # OverflowError: "inf"
         raise ProtocolError(f"<{name}> is not a number: {text!r}") from None
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import urljoin
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import requests
 from lxml import etree
@@ -28,12 +29,17 @@ class Transport:
     """A ``requests`` session with the caller's credentials and timeouts."""
 
     def __init__(self, session: requests.Session | None = None, user: str | None = None,
-                 password: str | None = None, token: str | None = None, timeout: float = 30):
+                 password: str | None = None, token: str | None = None, timeout: float = 30,
+                 origin: str | None = None):
         self.session = session or requests.Session()
+        self.auth: Any = None
         if token:
-            self.session.auth = BearerAuth(token)
+            self.auth = BearerAuth(token)
         elif user is not None:
-            self.session.auth = (user, password or "")
+            self.auth = (user, password or "")
+        # Credentials go to the server's own origin only, never to a host a document
+        # names (a result stored elsewhere, a presigned URL).
+        self.origin = _origin(origin) if origin else None
         self.timeout = timeout
 
     def request(self, method: str, url: str, *, block: float = 0, accept: tuple[int, ...] = (),
@@ -42,6 +48,8 @@ class Transport:
         ``block``: seconds the server may hold the answer (WAIT), added to the read timeout."""
         kwargs.setdefault("allow_redirects", False)
         kwargs.setdefault("timeout", (self.timeout, self.timeout + block))
+        if self.auth is not None and (self.origin is None or _origin(url) == self.origin):
+            kwargs.setdefault("auth", self.auth)
         try:
             response = self.session.request(method, url, **kwargs)
         except requests.ConnectionError as exc:
@@ -67,10 +75,11 @@ class Transport:
             raise ProtocolError(f"POST {url}: {response.status_code} without a Location")
         return url
 
-    def download(self, url: str, path: Path) -> int:
-        """Stream ``url`` into ``path``; when ``path`` holds the start of it already,
-        ask only for the rest (Range) and append. Returns the bytes now in the file."""
-        have = path.stat().st_size if path.exists() else 0
+    def download(self, url: str, path: Path, resume: bool = False) -> int:
+        """Stream ``url`` into ``path`` (replacing it); with ``resume``, when ``path``
+        holds the start of it already, ask only for the rest (Range) and append.
+        Returns the bytes now in the file."""
+        have = path.stat().st_size if resume and path.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
         response = self.get(url, headers=headers, stream=True, accept=(416,) if have else ())
         if response.status_code == 416:
@@ -79,7 +88,7 @@ class Transport:
             if total and total.group(2) == str(have):
                 return have                 # nothing left to fetch: the file is whole
             path.unlink()                   # longer than the result: not a start of it
-            return self.download(url, path)
+            return self.download(url, path, resume)
         with response:
             start = _resumed_at(response) if have else 0
             mode = "ab" if start else "wb"
@@ -95,6 +104,12 @@ class Transport:
                 out.flush()
                 os.fsync(out.fileno())
         return path.stat().st_size
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 def _resumed_at(response: requests.Response) -> int:

@@ -212,6 +212,10 @@ class ForkServer:
                     log.warning("%s; every job is started by a new interpreter", self.unusable)
                     raise ForkServerDown(self.unusable) from exc
                 self._check(self._conn.ready)
+                if self.unusable is not None:       # judged unfit: never fork from it
+                    self._conn.close()
+                    self._conn = None
+                    raise ForkServerDown(self.unusable)
             return self._conn
 
     def _check(self, ready: dict) -> None:

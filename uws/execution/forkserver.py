@@ -49,6 +49,15 @@ REPORT_FD = 3
 PRELOADED = ("uws.execution.child", "uws.services", "uws.runner", "uws.execution.fetch")
 
 
+def _threads() -> int:
+    """Threads of this process, native ones too (a library such as OpenBLAS may start
+    some at import, which Python's threading module does not see)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     os.set_inheritable(sock.fileno(), False)
@@ -56,7 +65,7 @@ def main(argv: list[str]) -> int:
     # What is imported now is shared with every job until written to: keep the jobs'
     # garbage collector off it (its passes would touch, so copy, every object's page).
     gc.freeze()
-    _send(sock, {"ready": True, "failed": failed, "threads": threading.active_count()})
+    _send(sock, {"ready": True, "failed": failed, "threads": _threads()})
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)

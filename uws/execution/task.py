@@ -34,11 +34,12 @@ def _python_path() -> str:
     a job imports what the server imported (its runner was checked at start), from
     wherever the server was started, though it runs in its own directory."""
     key = (tuple(sys.path), os.getcwd())
-    if key not in _resolved:
+    found = _resolved.get(key)
+    if found is None:
         if len(_resolved) > 100:
             _resolved.clear()
-        _resolved[key] = _resolve_python_path()
-    return _resolved[key]
+        found = _resolved[key] = _resolve_python_path()
+    return found
 
 
 def _resolve_python_path() -> str:

@@ -103,14 +103,16 @@ class Store(RunningQueries):
         """Record what a job keeps on disk now (after a change of its files)."""
         with self.engine.begin() as conn:
             before = usage.lock(conn, job_id)
-            owned = conn.execute(sa.select(J.c.service, J.c.owner).where(J.c.id == job_id)).first()
+            owned = conn.execute(sa.select(J.c.service, J.c.owner, J.c.phase)
+                                 .where(J.c.id == job_id)).first()
             if owned is None:
                 return      # deleted meanwhile: its bytes went with it
             if before is None:
                 conn.execute(B.insert().values(job_id=job_id, bytes=size))
             else:
                 conn.execute(B.update().where(B.c.job_id == job_id).values(bytes=size))
-            usage.add(conn, owned.service, owned.owner, job_id, size - (before or 0))
+            if owned.phase != Phase.ARCHIVED.value:     # archived: no longer counted
+                usage.add(conn, owned.service, owned.owner, job_id, size - (before or 0))
 
     def _serialise_owner(self, conn, service: str, owner: str) -> None:
         if self.engine.dialect.name == "postgresql":
@@ -322,7 +324,8 @@ class Store(RunningQueries):
             if row is not None:
                 slot = counts.slot_of(job_id)
                 counts.bump(conn, [((row.service, row.owner, row.phase, slot), -1)])
-                usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
+                if row.phase != Phase.ARCHIVED.value:   # its bytes left the total then
+                    usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 self._announce(conn, job_id)
         if gone:
             self._changed(job_id)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..phases import Event, Phase
-from . import counts
+from . import counts, usage
 from .tables import job as J
 from .tables import result as R
 
@@ -63,6 +63,7 @@ class RunningQueries:
         """Finished -> ARCHIVED, dropping the result records in the same
         transaction, so no reader sees an archived job listing results."""
         with self.engine.begin() as conn:
+            kept = usage.lock(conn, job_id)     # the bytes row before the job's, as delete_job
             row = counts.lock(conn, job_id, phases.sources(Event.ARCHIVE))
             won = row is not None
             if row is not None:
@@ -70,6 +71,8 @@ class RunningQueries:
                              .values(phase=Phase.ARCHIVED.value))
                 counts.bump(conn, counts.moved(row.service, row.owner, job_id, row.phase,
                                                Phase.ARCHIVED.value))
+                # an archived job's bytes no longer count against its owner's quota
+                usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 conn.execute(R.delete().where(R.c.job_id == job_id))
                 self._announce(conn, job_id)
         if won:

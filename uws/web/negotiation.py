@@ -63,11 +63,14 @@ def host_problem() -> str | None:
     key = (environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
            environ.get("wsgi.url_scheme"), environ.get("SCRIPT_NAME"))
     verdicts = current_app.extensions.setdefault(_VERDICTS, {})
-    if key not in verdicts:
-        if len(verdicts) >= MAX_VERDICTS:   # many Host values (hostile?): start afresh
-            verdicts.clear()
-        verdicts[key] = _host_problem()
-    return verdicts[key]
+    try:
+        return verdicts[key]
+    except KeyError:
+        pass
+    if len(verdicts) >= MAX_VERDICTS:   # many Host values (hostile?): start afresh
+        verdicts.clear()
+    verdict = verdicts[key] = _host_problem()
+    return verdict
 
 
 _VERDICTS = "uws_host_verdicts"

@@ -31,11 +31,13 @@ def upgrade() -> None:
         sa.Column("slot", sa.SmallInteger, primary_key=True),
         sa.Column("bytes", sa.BigInteger, nullable=False),
     )
-    job = sa.table("uws_job", sa.column("id"), sa.column("service"), sa.column("owner"))
+    job = sa.table("uws_job", sa.column("id"), sa.column("service"), sa.column("owner"),
+                   sa.column("phase"))
     kept = sa.table("uws_job_bytes", sa.column("job_id"), sa.column("bytes"))
     last = sa.func.substr(job.c.id, sa.func.length(job.c.id), 1)
     grouped = (sa.select(job.c.service, job.c.owner, last, sa.func.sum(kept.c.bytes))
                .select_from(job.join(kept, kept.c.job_id == job.c.id))
+               .where(job.c.phase != "ARCHIVED")      # archived jobs' bytes do not count
                .group_by(job.c.service, job.c.owner, last))
     tally: Counter[tuple[str, str, int]] = Counter()
     for service, owner, char, n in op.get_bind().execute(grouped):
