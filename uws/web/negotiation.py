@@ -58,7 +58,8 @@ def host_problem() -> str | None:
     """Why this request's Host header cannot be answered, or None.  werkzeug refuses
     some names (empty labels, invalid IDNA such as ``xn--a``); the others must be one of
     this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
-    name is used, which needs no check.  Worked out once per request."""
+    name is used, which needs no check.  The verdict is remembered for each Host (and
+    server address) it depends on: the check costs more than the rest of a GET."""
     environ = request.environ
     key = (environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
            environ.get("wsgi.url_scheme"), environ.get("SCRIPT_NAME"))
@@ -74,7 +75,7 @@ def host_problem() -> str | None:
 
 
 _VERDICTS = "uws_host_verdicts"
-#: Host headers whose verdict is remembered (the check costs more than the rest of a GET)
+#: Host headers whose verdict is remembered at once, at most
 MAX_VERDICTS = 1024
 
 
