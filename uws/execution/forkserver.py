@@ -25,6 +25,7 @@ executor sees its jobs as lost (:mod:`.lost`) and starts a new one.
 from __future__ import annotations
 
 import fcntl
+import functools
 import gc
 import importlib
 import json
@@ -35,6 +36,7 @@ import sys
 import threading
 
 from .clone import fork_into
+from .supervisor import exit_after
 
 MAX_MESSAGE = 1 << 20
 #: the fork server's own UWS_JOB_ID: room that a forked job overwrites with its id
@@ -137,39 +139,30 @@ def _fork(cgroup: str | None) -> tuple[int, bool]:
 
 def _be_the_job(request: dict, fds: list[int], server: int) -> None:
     """In the forked process: become a job process like a spawned one, run it, exit."""
-    code = 1
-    try:
-        from .child import die_with_parent
-        from .child import main as child_main
-        os.setsid()
-        die_with_parent(signal.SIGTERM)     # child_main sets it again; no gap before it
-        if os.getppid() != server:
-            os._exit(1)                     # the fork server died in between
-        signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGINT):
-            signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD
-                          else signal.default_int_handler)
-        for target, fd in enumerate([_dup_high(fd) for fd in fds]):
-            os.dup2(fd, target)     # inheritable: a command runner keeps them over exec
-        os.closerange(JOB_FDS, os.sysconf("SC_OPEN_MAX"))   # nothing else of ours
-        os.chdir(request["cwd"])
-        _show_job_id(request["env"].get("UWS_JOB_ID", ""))
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.path[0] = request["cwd"]        # as for ``python -m`` started there
-        sys.argv = [sys.modules["uws.execution.child"].__file__ or "child"]
-        code = child_main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    exit_after(functools.partial(_job_process, request, fds, server))
+
+
+def _job_process(request: dict, fds: list[int], server: int) -> int:
+    from .child import die_with_parent
+    from .child import main as child_main
+    os.setsid()
+    die_with_parent(signal.SIGTERM)     # child_main sets it again; no gap before it
+    if os.getppid() != server:
+        os._exit(1)                     # the fork server died in between
+    signal.set_wakeup_fd(-1)
+    for signum in (signal.SIGCHLD, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD
+                      else signal.default_int_handler)
+    for target, fd in enumerate([_dup_high(fd) for fd in fds]):
+        os.dup2(fd, target)     # inheritable: a command runner keeps them over exec
+    os.closerange(JOB_FDS, os.sysconf("SC_OPEN_MAX"))   # nothing else of ours
+    os.chdir(request["cwd"])
+    _show_job_id(request["env"].get("UWS_JOB_ID", ""))
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]        # as for ``python -m`` started there
+    sys.argv = [sys.modules["uws.execution.child"].__file__ or "child"]
+    return child_main()
 
 
 def _show_job_id(job_id: str) -> None:

@@ -66,11 +66,20 @@ def supervise(work, report_fd: int) -> int:
 
 
 def _be_the_work(work) -> None:
-    code = 1
-    try:
+    def work_alone() -> int:
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)     # dies with the supervisor
+        return work()
+    exit_after(work_alone)
+
+
+def exit_after(work) -> None:
+    """In a forked process: run ``work``, then leave with its exit code (1 for an
+    exception, whose traceback goes to stderr) without returning to the caller's
+    code, once stdout and stderr are flushed."""
+    code = 1
+    try:
         code = work()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -7,23 +7,22 @@ race is decided by the database the same way in one process or on many.
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
 from .. import phases, timeutil
 from ..errors import OverQuota
-from ..model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
+from ..model import ErrorSummary, Job, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
 from . import counts, usage
 from .engine import create_schema, make_engine
+from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
 from .tables import job as J
@@ -31,11 +30,10 @@ from .tables import job_bytes as B
 from .tables import parameter as P
 from .tables import result as R
 
-_JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(RunningQueries):
+class Store(RunningQueries, ListQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
@@ -152,45 +150,6 @@ class Store(RunningQueries):
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(J.c.id, J.c.phase).where(J.c.id.in_(ids)))
             return {r.id: Phase(r.phase) for r in rows}
-
-    # -- lists ------------------------------------------------------------------
-
-    def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:
-        stmt = _list_statement(owner is not None, bool(q.phases), q.after is not None,
-                               q.before is not None, q.limit is not None, bool(q.offset))
-        with self.engine.connect() as conn:
-            rows = conn.execute(stmt, _list_params(service, owner, q)).all()
-        return [JobRef(i, _PHASE[ph], run, own, ct) for i, ph, run, own, ct in rows]
-
-    def iter_jobs(self, service: str, owner: str | None, q: ListQuery,
-                  chunk: int = 1000) -> Iterator[JobRef]:
-        """Every matching job, newest first, fetched in keyset chunks so no
-        connection or snapshot is held while the caller streams."""
-        q = dataclasses.replace(q, limit=chunk)
-        while True:
-            page = self.list_jobs(service, owner, q)
-            yield from page
-            if len(page) < chunk:
-                return
-            last = page[-1]
-            q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
-
-    def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
-        if q.after is None and q.before is None:
-            with self.engine.connect() as conn:
-                return counts.total(conn, service, owner, q.phases)
-        # A time window: only indexed columns, so the count is an index-only scan.
-        stmt = _filtered(sa.select(sa.func.count()), owner is not None, bool(q.phases),
-                         q.after is not None, q.before is not None)
-        with self.engine.connect() as conn:
-            return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
-
-    def job_counts(self, service: str | None = None,
-                   owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
-        """Jobs by (service, owner, phase), nonzero counts only: of one service or of
-        the whole server (None), of one owner or of everyone (None)."""
-        with self.engine.connect() as conn:
-            return counts.by_phase(conn, service, owner)
 
     def recount_jobs(self) -> None:
         """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
@@ -382,50 +341,6 @@ _GET_PARTS = sa.union_all(
     sa.select(sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(), R.c.mime_type, R.c.size)
     .where(R.c.job_id == sa.bindparam("id")),
 ).order_by("part", "seq")
-
-
-def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
-    """The WHERE clause of a job list (UWS 1.1 §2.2.2.1 filters plus the keyset cursor)."""
-    stmt = stmt.where(J.c.service == sa.bindparam("service"))
-    if scoped:
-        stmt = stmt.where(J.c.owner == sa.bindparam("owner"))
-    if phases:
-        stmt = stmt.where(J.c.phase.in_(sa.bindparam("phases", expanding=True)))
-    else:
-        stmt = stmt.where(J.c.phase != Phase.ARCHIVED.value)
-    if after:
-        stmt = stmt.where(J.c.creation_time >= sa.bindparam("after", type_=sa.DateTime))
-    if before:
-        ct = sa.bindparam("before_time", type_=sa.DateTime)
-        stmt = stmt.where(J.c.creation_time <= ct,
-                          sa.or_(J.c.creation_time < ct, J.c.id < sa.bindparam("before_id")))
-    return stmt
-
-
-# The bytes an owner's jobs keep in a service, as quotas count them.
-
-
-@functools.lru_cache(maxsize=128)
-def _list_statement(scoped: bool, phases: bool, after: bool, before: bool, limit: bool,
-                    offset: bool):
-    """A job-list page, built once per combination of filters (lists are the hot path)."""
-    stmt = _filtered(sa.select(*_JOBREF_COLUMNS), scoped, phases, after, before)
-    stmt = stmt.order_by(J.c.creation_time.desc(), J.c.id.desc())
-    if limit:
-        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer, literal_execute=True))
-    if offset:
-        stmt = stmt.offset(sa.bindparam("offset", type_=sa.Integer, literal_execute=True))
-    return stmt
-
-
-def _list_params(service: str, owner: str | None, q: ListQuery) -> dict[str, Any]:
-    params: dict[str, Any] = {"service": service, "owner": owner, "limit": q.limit, "offset": q.offset,
-              "phases": [p.value for p in q.phases]}
-    if q.after is not None:
-        params["after"] = timeutil.next_millisecond(q.after)
-    if q.before is not None:
-        params["before_time"], params["before_id"] = q.before
-    return params
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,103 @@
+"""Reading job lists and counts: the filters of UWS 1.1 §2.2.2.1, keyset pages, and
+the maintained counters (:mod:`.counts`) where no time window asks for a scan."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from .. import timeutil
+from ..model import JobRef, ListQuery
+from ..phases import Phase
+from . import counts
+from .tables import job as J
+
+_JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
+_PHASE = {p.value: p for p in Phase}
+
+
+class ListQueries:
+    # provided by Store, which mixes this in
+    engine: sa.Engine
+
+    def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:
+        stmt = _list_statement(owner is not None, bool(q.phases), q.after is not None,
+                               q.before is not None, q.limit is not None, bool(q.offset))
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt, _list_params(service, owner, q)).all()
+        return [JobRef(i, _PHASE[ph], run, own, ct) for i, ph, run, own, ct in rows]
+
+    def iter_jobs(self, service: str, owner: str | None, q: ListQuery,
+                  chunk: int = 1000) -> Iterator[JobRef]:
+        """Every matching job, newest first, fetched in keyset chunks so no
+        connection or snapshot is held while the caller streams."""
+        q = dataclasses.replace(q, limit=chunk)
+        while True:
+            page = self.list_jobs(service, owner, q)
+            yield from page
+            if len(page) < chunk:
+                return
+            last = page[-1]
+            q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
+
+    def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
+        if q.after is None and q.before is None:
+            with self.engine.connect() as conn:
+                return counts.total(conn, service, owner, q.phases)
+        # A time window: only indexed columns, so the count is an index-only scan.
+        stmt = _filtered(sa.select(sa.func.count()), owner is not None, bool(q.phases),
+                         q.after is not None, q.before is not None)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
+
+    def job_counts(self, service: str | None = None,
+                   owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
+        """Jobs by (service, owner, phase), nonzero counts only: of one service or of
+        the whole server (None), of one owner or of everyone (None)."""
+        with self.engine.connect() as conn:
+            return counts.by_phase(conn, service, owner)
+
+
+def _filtered(stmt, scoped: bool, phases: bool, after: bool, before: bool):
+    """The WHERE clause of a job list (UWS 1.1 §2.2.2.1 filters plus the keyset cursor)."""
+    stmt = stmt.where(J.c.service == sa.bindparam("service"))
+    if scoped:
+        stmt = stmt.where(J.c.owner == sa.bindparam("owner"))
+    if phases:
+        stmt = stmt.where(J.c.phase.in_(sa.bindparam("phases", expanding=True)))
+    else:
+        stmt = stmt.where(J.c.phase != Phase.ARCHIVED.value)
+    if after:
+        stmt = stmt.where(J.c.creation_time >= sa.bindparam("after", type_=sa.DateTime))
+    if before:
+        ct = sa.bindparam("before_time", type_=sa.DateTime)
+        stmt = stmt.where(J.c.creation_time <= ct,
+                          sa.or_(J.c.creation_time < ct, J.c.id < sa.bindparam("before_id")))
+    return stmt
+
+
+
+@functools.lru_cache(maxsize=128)
+def _list_statement(scoped: bool, phases: bool, after: bool, before: bool, limit: bool,
+                    offset: bool):
+    """A job-list page, built once per combination of filters (lists are the hot path)."""
+    stmt = _filtered(sa.select(*_JOBREF_COLUMNS), scoped, phases, after, before)
+    stmt = stmt.order_by(J.c.creation_time.desc(), J.c.id.desc())
+    if limit:
+        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer, literal_execute=True))
+    if offset:
+        stmt = stmt.offset(sa.bindparam("offset", type_=sa.Integer, literal_execute=True))
+    return stmt
+
+
+def _list_params(service: str, owner: str | None, q: ListQuery) -> dict[str, Any]:
+    params: dict[str, Any] = {"service": service, "owner": owner, "limit": q.limit, "offset": q.offset,
+              "phases": [p.value for p in q.phases]}
+    if q.after is not None:
+        params["after"] = timeutil.next_millisecond(q.after)
+    if q.before is not None:
+        params["before_time"], params["before_id"] = q.before
+    return params
