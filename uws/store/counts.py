@@ -41,14 +41,6 @@ def bump(conn: sa.Connection, deltas: Iterable[tuple[Key, int]]) -> None:
         conn.execute(_UPSERT[conn.dialect.name], rows[0] if len(rows) == 1 else rows)
 
 
-def moved(service: str, owner: str, job_id: str, old: str, new: str) -> list[tuple[Key, int]]:
-    """The deltas of one job going from phase ``old`` to ``new``."""
-    slot = slot_of(job_id)
-    if old == new:
-        return []
-    return [((service, owner, old, slot), -1), ((service, owner, new, slot), 1)]
-
-
 def tally(rows: Iterable[tuple[str, str, str, str]]) -> list[tuple[Key, int]]:
     """The deltas adding jobs given as (service, owner, phase value, id)."""
     counts: Counter[Key] = Counter()

@@ -21,6 +21,7 @@ from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
 from . import counts, usage
+from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .lists import ListQueries
 from .notify import ChangeListener, announce
@@ -33,12 +34,13 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(RunningQueries, ListQueries):
+class Store(ChangeRecorder, RunningQueries, ListQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
+        self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 
@@ -85,7 +87,7 @@ class Store(RunningQueries, ListQueries):
             if job.parameters:
                 conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
             conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
-            counts.bump(conn, counts.tally([(job.service, job.owner, job.phase.value, job.id)]))
+            self._record(conn, Change(job.id, job.service, job.owner, None, job.phase.value))
             usage.add(conn, job.service, job.owner, job.id, stored_bytes)
             if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
                 raise OverQuota("jobs", quota.jobs)
@@ -216,7 +218,7 @@ class Store(RunningQueries, ListQueries):
                     conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
             won = row is not None
             if row is not None:
-                counts.bump(conn, counts.moved(row.service, row.owner, job_id, old, new))
+                self._record(conn, Change(job_id, row.service, row.owner, old, new))
                 self._announce(conn, job_id)
         if won:
             self._changed(job_id)
@@ -281,8 +283,7 @@ class Store(RunningQueries, ListQueries):
             row = conn.execute(stmt, {"id": job_id}).first()
             gone = row is not None
             if row is not None:
-                slot = counts.slot_of(job_id)
-                counts.bump(conn, [((row.service, row.owner, row.phase, slot), -1)])
+                self._record(conn, Change(job_id, row.service, row.owner, row.phase, None))
                 if row.phase != Phase.ARCHIVED.value:   # its bytes left the total then
                     usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 self._announce(conn, job_id)
@@ -308,7 +309,8 @@ class Store(RunningQueries, ListQueries):
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
-        """Bulk-insert finished jobs (benchmarks and scale tests), counted."""
+        """Bulk-insert finished jobs (benchmarks and scale tests), counted; the
+        change hooks do not see them."""
         from ..model import new_job_id
         base = timeutil.now() - dt.timedelta(seconds=count)
         with self.engine.begin() as conn:

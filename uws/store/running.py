@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..phases import Event, Phase
 from . import counts, usage
+from .changes import Change
 from .tables import job as J
 from .tables import result as R
 
@@ -59,6 +60,9 @@ class RunningQueries:
     def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
         raise NotImplementedError
 
+    def _record(self, conn: sa.Connection, change: Change) -> None:
+        raise NotImplementedError
+
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
         transaction, so no reader sees an archived job listing results."""
@@ -69,8 +73,8 @@ class RunningQueries:
             if row is not None:
                 conn.execute(J.update().where(J.c.id == job_id)
                              .values(phase=Phase.ARCHIVED.value))
-                counts.bump(conn, counts.moved(row.service, row.owner, job_id, row.phase,
-                                               Phase.ARCHIVED.value))
+                self._record(conn, Change(job_id, row.service, row.owner, row.phase,
+                                          Phase.ARCHIVED.value))
                 # an archived job's bytes no longer count against its owner's quota
                 usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 conn.execute(R.delete().where(R.c.job_id == job_id))
@@ -128,8 +132,8 @@ class RunningQueries:
                 if row is None:
                     return None
                 job_id, duration = row
-                counts.bump(conn, counts.moved(service, owner, job_id, Phase.QUEUED.value,
-                                               Phase.EXECUTING.value))
+                self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
+                                          Phase.EXECUTING.value))
                 if cap and conn.execute(_RUNNING_OF, {"service": service,
                                                       "owner": owner}).scalar_one() > cap:
                     raise _OverCap

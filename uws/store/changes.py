@@ -1,0 +1,52 @@
+"""What every change of a job's existence or phase reports, inside its transaction.
+
+The store calls :meth:`Store._record` with one :class:`Change` after the statement
+that made it, in the same transaction: the counters are adjusted there, and each
+registered hook (an event log, a callback outbox, a batch's totals) may write its
+own rows, so that they commit or roll back with the change itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from . import counts
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    job_id: str
+    service: str
+    owner: str
+    old: str | None         # phase value before; None: the job was created
+    new: str | None         # phase value after; None: the job was deleted
+    batch_id: str | None = None
+
+    def deltas(self) -> list[tuple[counts.Key, int]]:
+        """What the change adds to the job counters."""
+        slot = counts.slot_of(self.job_id)
+        if self.old == self.new:
+            return []
+        out = []
+        if self.old is not None:
+            out.append(((self.service, self.owner, self.old, slot), -1))
+        if self.new is not None:
+            out.append(((self.service, self.owner, self.new, slot), 1))
+        return out
+
+
+#: A hook called inside the changing transaction; what it writes commits with it.
+ChangeHook = Callable[[sa.Connection, Change], None]
+
+
+class ChangeRecorder:
+    """Mixed into Store: counters, then hooks, for every change."""
+
+    change_hooks: list[ChangeHook]
+
+    def _record(self, conn: sa.Connection, change: Change) -> None:
+        counts.bump(conn, change.deltas())
+        for hook in self.change_hooks:
+            hook(conn, change)
