@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 from urllib.parse import unquote_to_bytes
 
 from flask import Request, Response, current_app, request
@@ -12,6 +13,7 @@ from ..errors import BadRequest, UWSError
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 XML_TYPE = "text/xml; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
+JSON_TYPE = "application/json"
 MAX_FORM_BYTES = 1 << 20     # urlencoded bodies (uploads go in multipart ones)
 
 
@@ -206,6 +208,12 @@ def see_other(location: str) -> Response:
 
 def xml(body, status: int = 200, headers=None) -> Response:
     return Response(body, status=status, content_type=XML_TYPE, headers=headers)
+
+
+def json_response(doc, status: int = 200, headers=None) -> Response:
+    """``doc`` (dicts, lists, strings, numbers, None) as an application/json body."""
+    body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return Response(body, status=status, content_type=JSON_TYPE, headers=headers)
 
 
 def text(body: str, status: int = 200, headers=None) -> Response:

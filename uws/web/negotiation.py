@@ -27,6 +27,19 @@ def wants_html() -> bool:
     return "application/xhtml+xml" in named or not named & {"*/*", "*"}
 
 
+def wants_json() -> bool:
+    """True for ``?FORMAT=json`` on a GET (what a browser's address bar can ask) or
+    an Accept header that ranks JSON above XML and HTML; XML stays the default."""
+    if request.method in ("GET", "HEAD"):
+        fmt = [v for k, v in request.args.items(multi=True) if k.upper() == "FORMAT"]
+        if fmt:
+            return fmt[-1].strip().lower() in ("json", "application/json")
+    accept = request.accept_mimetypes
+    best = accept.best_match(["application/xml", "text/xml", "text/html", "application/json"])
+    return best == "application/json" and accept["application/json"] > max(
+        accept["application/xml"], accept["text/xml"], accept["text/html"])
+
+
 def _accepted_ranges(header: str) -> set[str]:
     """Media ranges of an Accept header, but those refused with q=0.  Read from the
     raw header: werkzeug drops entries such as Java's ``*; q=.2``."""
