@@ -47,6 +47,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED))}
+        self._list_reads = {}
 
     def close(self) -> None:
         if self.listener is not None:
