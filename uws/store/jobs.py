@@ -49,6 +49,15 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED))}
         self._list_reads = {}
 
+    def problem(self) -> str | None:
+        """Why the database cannot be used now (it does not answer), or None."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except sa.exc.SQLAlchemyError as exc:
+            return f"the database does not answer: {type(exc).__name__}"
+        return None
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.stop()

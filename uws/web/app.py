@@ -21,9 +21,9 @@ from ..scheduler import start_scheduler
 from ..store import Store
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import identity, job, joblist, pages, static
-from .http import MAX_FORM_BYTES, UWSRequest, base_url, text
-from .negotiation import host_problem, wants_html
+from . import identity, job, joblist, pages, static, vosi
+from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
+from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ def create_app(config=None) -> Flask:
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
     app.register_blueprint(job.bp)
+    app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
     pages.install(app)
     identity.install(app)
@@ -158,10 +159,7 @@ def _security_headers(response):
 def _error_handlers(app: Flask) -> None:
     @app.errorhandler(UWSError)
     def _uws_error(exc: UWSError):
-        if wants_html():
-            response = pages.error_page(exc.status, str(exc))
-        else:
-            response = text(f"{exc}\n", status=exc.status)
+        response = _error_response(exc.status, str(exc))
         if exc.status == 401:
             response.headers["WWW-Authenticate"] = app.extensions["uws"].config.auth.challenge()
         if isinstance(exc, RetryLater):
@@ -170,10 +168,7 @@ def _error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
-        if wants_html():
-            response = pages.error_page(exc.code or 500, exc.description or "")
-        else:
-            response = text(f"{exc.description}\n", status=exc.code or 500)
+        response = _error_response(exc.code or 500, exc.description or "")
         for name, value in exc.get_headers():
             if name.lower() in ("allow", "www-authenticate", "content-range"):
                 response.headers[name] = value
@@ -182,4 +177,17 @@ def _error_handlers(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
         log.exception("unexpected error")
+        if wants_json():
+            return _error_response(500, "internal server error")
         return text("internal server error\n", status=500)
+
+
+def _error_response(status: int, message: str):
+    """An error as asked for: ``{"error": {"status", "message"}}`` for JSON, a page for
+    browsers, plain text for everyone else."""
+    if wants_json():
+        return json_response({"error": {"status": status, "message": message}}, status,
+                             headers=NEGOTIATED)
+    if wants_html():
+        return pages.error_page(status, message)
+    return text(f"{message}\n", status=status, headers=NEGOTIATED)
