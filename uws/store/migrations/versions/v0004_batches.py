@@ -38,8 +38,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_uws_job_batch", table_name="uws_job")
-    with op.batch_alter_table("uws_job") as table:
-        table.drop_column("batch_id")
+    # ALTER TABLE ... DROP COLUMN on both (SQLite 3.35+): a batch-mode copy of uws_job
+    # would drop the original, and with it (ON DELETE CASCADE) its parameters and bytes.
+    op.drop_column("uws_job", "batch_id")
     op.drop_index("ix_uws_batch_all", table_name="uws_batch")
     op.drop_index("ix_uws_batch_list", table_name="uws_batch")
     op.drop_table("uws_batch")
