@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import threading
+import time
 
 import pytest
 from lxml import etree
@@ -17,6 +19,7 @@ from uws.web import batchbodies
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
+from uwshelp import wait_for
 
 FAST_HASH = "pbkdf2:sha256:1000"
 USERS = {"alice": "wonderland", "bob": "builder", "root": "toor"}
@@ -464,3 +467,23 @@ def test_the_html_page_shows_status_progress_report_and_actions(client, store):
                     'name="ACTION" value="REPEAT"', 'name="ACTION" value="DELETE"'):
         assert control in page
     assert "<script>" not in page
+
+
+def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
+    other = create_app(app.extensions["uws"].config)    # a second process's app, same database
+    other.test_client_class = ValidatingClient
+    try:
+        path = create(client, [{}, {}])
+        job = f"/sleep/{job_ids(client, path)[1]}"
+        answers = []
+        waiter = threading.Thread(target=lambda: answers.append(other.test_client().get(
+            f"{job}?WAIT=30&PHASE=PENDING", headers=ALICE)))
+        waiter.start()
+        wait_for(lambda: other.extensions["uws"].watch.waiting > 0)
+        started = time.monotonic()
+        client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
+        waiter.join(timeout=30)
+        assert b"<uws:phase>QUEUED</uws:phase>" in answers[0].data
+        assert time.monotonic() - started < 5      # woken, not timed out
+    finally:
+        shutdown(other)

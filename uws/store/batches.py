@@ -20,6 +20,7 @@ from ..services import Quota
 from . import counts
 from .changes import Change
 from .jobs import Store, _ended, _job_row, _param_rows
+from .notify import CHANNEL
 from .tables import batch as T
 from .tables import job as J
 from .tables import job_bytes as B
@@ -156,13 +157,14 @@ class BatchStore:
             rows = conn.execute(_LOCK[conn.dialect.name == "postgresql"],
                                 {"batch": batch_id, "sources": sources}).all()
             ids = [row.id for row in rows]
+            notifies = conn.dialect.name == "postgresql"
             for start in range(0, len(ids), CHUNK):
-                conn.execute(J.update().where(J.c.id.in_(ids[start:start + CHUNK]))
-                             .values(phase=new, **fields))
+                chunk = ids[start:start + CHUNK]
+                conn.execute(J.update().where(J.c.id.in_(chunk)).values(phase=new, **fields))
+                if notifies:    # Store._announce for each, one statement per chunk
+                    conn.execute(_NOTIFY, {"ids": chunk})
             self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, new,
                                                   batch_id) for r in rows])
-            for job_id in ids:
-                self.store._announce(conn, job_id)
         for job_id in ids:
             self.store._changed(job_id)
         return ids
@@ -181,6 +183,9 @@ _LOCK = {True: sa.select(J.c.id, J.c.service, J.c.owner, J.c.phase).where(*_IN_B
          .order_by(J.c.id).with_for_update(),
          False: J.update().where(*_IN_BATCH).values(phase=J.c.phase)
          .returning(J.c.id, J.c.service, J.c.owner, J.c.phase)}
+# NOTIFY of each job, as uws.store.notify.announce sends it, for many jobs at once.
+_NOTIFY = sa.select(sa.func.pg_notify(CHANNEL, J.c.id)).where(
+    J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _PROGRESS = (sa.select(J.c.phase, sa.func.count(), sa.func.sum(J.c.progress))
              .where(J.c.batch_id == sa.bindparam("batch")).group_by(J.c.phase))
 
