@@ -6,8 +6,9 @@
 For each backend a fresh database (a SQLite file; a PostgreSQL schema of its own,
 dropped afterwards) serves the app in process (Flask's test client, no executor);
 the script POSTs one JSON batch of ``--jobs`` parameter sets to /sleep/batches, then
-the same with PHASE=RUN (created, then queued), then reads the batch's report, and
-prints each time (the best of ``--repeat``).  ``--pg ''`` skips PostgreSQL.
+the same with PHASE=RUN (created, then queued), then reads the batch's report and
+deletes the batch (its jobs one by one, as DELETE of a job does), and prints each time
+(the best of ``--repeat``).  ``--pg ''`` skips PostgreSQL.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def measure(name: str, url: str, jobs: int, repeat: int) -> None:
         app = _app(Path(scratch), url)
         client = app.test_client()
         try:
-            figures: dict[str, list[float]] = {"create": [], "create+run": [], "report": []}
+            figures: dict[str, list[float]] = {"create": [], "create+run": [], "report": [],
+                                               "delete": []}
             for _ in range(repeat):
                 for label, path in (("create", "/sleep/batches"),
                                     ("create+run", "/sleep/batches?PHASE=RUN")):
@@ -55,9 +57,13 @@ def measure(name: str, url: str, jobs: int, repeat: int) -> None:
                                              content_type="application/json")
                     assert answer.status_code == 303, answer.data[:300]
                     figures[label].append(seconds)
-                seconds, answer = _timed(client, "GET", answer.headers["Location"] + "?limit=1000")
+                batch = answer.headers["Location"]
+                seconds, answer = _timed(client, "GET", batch + "?limit=1000")
                 assert answer.status_code == 200
                 figures["report"].append(seconds)
+                seconds, answer = _timed(client, "DELETE", batch)     # job by job
+                assert answer.status_code == 303
+                figures["delete"].append(seconds)
         finally:
             shutdown(app)
     for label, times in figures.items():

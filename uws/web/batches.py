@@ -29,6 +29,9 @@ bp = Blueprint("batches", __name__)
 BATCHES = "/<service>/batches"
 BATCH = "/<service>/batches/<batch_id>"
 BATCH_CONTROL = frozenset({"PHASE", "ACTION", "METHOD"})
+#: What a POST to a batch may ask, and the use case it calls.
+CONTROLS = {("PHASE", "RUN"): "run", ("PHASE", "ABORT"): "abort", ("ACTION", "REPEAT"): "repeat",
+            ("ACTION", "DELETE"): "delete", ("METHOD", "DELETE"): "delete"}
 PAGE = 100          # jobs or batches per page unless ``limit`` asks otherwise
 MAX_PAGE = 1000
 
@@ -132,21 +135,20 @@ def post_batch(service: str, batch_id: str):
     control, rest = split_control(form_pairs(), BATCH_CONTROL)
     if rest:
         raise BadRequest(f"{rest[0][0]}: a batch takes PHASE, ACTION or METHOD only")
-    phase, action, method = (single(control, name) for name in ("PHASE", "ACTION", "METHOD"))
-    if [phase, action, method].count(None) != 2:
+    given = [(name, value) for name in ("PHASE", "ACTION", "METHOD")
+             if (value := single(control, name)) is not None]
+    if len(given) != 1:
         raise BadRequest("give one of PHASE=RUN, PHASE=ABORT, ACTION=REPEAT, ACTION=DELETE")
-    word = (phase or action or method or "").upper()
-    if method is not None and word != "DELETE":
-        raise BadRequest(f"METHOD: only DELETE is supported, not {method!r}")
-    if phase is not None and word in ("RUN", "ABORT"):
-        (api.run if word == "RUN" else api.abort)(service, batch_id, caller())
-        return see_other(batch_url(service, batch_id))
-    if action is not None and word == "REPEAT":
-        return see_other(batch_url(service, api.repeat(service, batch_id, caller())))
-    if word == "DELETE" and phase is None:
+    name, value = given[0]
+    what = CONTROLS.get((name, value.upper()))
+    if what is None:
+        raise BadRequest(f"{name}: not one a batch takes: {value!r}")
+    if what == "delete":
         return _delete(service, batch_id)
-    name = "PHASE" if phase is not None else "ACTION"
-    raise BadRequest(f"{name}: not one a batch takes: {phase or action!r}")
+    if what == "repeat":
+        return see_other(batch_url(service, api.repeat(service, batch_id, caller())))
+    (api.run if what == "run" else api.abort)(service, batch_id, caller())
+    return see_other(batch_url(service, batch_id))
 
 
 @bp.route(BATCH, methods=["DELETE"])
