@@ -394,6 +394,20 @@ def test_delete_removes_the_batch_and_all_its_jobs(client, how):
     assert job_count(client) == 0
 
 
+def test_deleting_a_batch_removes_its_jobs_files_and_frees_their_bytes(client, api, store):
+    path = create(client, [{}, {}])
+    ids = job_ids(client, path)
+    for job_id in ids:
+        folder = api.files.job_dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "out.txt").write_bytes(b"x" * 300)
+        store.set_stored_bytes(job_id, 300)
+    assert store.stored_bytes("sleep", "alice") == 600
+    client.delete(path, headers=ALICE)
+    assert store.stored_bytes("sleep", "alice") == 0
+    assert not any(api.files.job_dir(job_id).exists() for job_id in ids)
+
+
 @pytest.mark.parametrize("data", [{}, {"PHASE": "HOLD"}, {"ACTION": "STOP"},
                                   {"PHASE": "RUN", "ACTION": "REPEAT"}, {"DURATION": "1"},
                                   {"METHOD": "PUT"}])

@@ -34,12 +34,11 @@ class BatchStorage(Protocol):
     def count_batches(self, service: str, owner: str | None) -> int: ...
     def progress(self, batch_id: str) -> Progress: ...
     def batch_jobs(self, batch_id: str, offset: int, limit: int) -> list[BatchJob]: ...
-    def job_ids(self, batch_id: str, in_phases: Iterable[Phase] = ()) -> list[str]: ...
     def parameter_sets(self, batch_id: str,
                        in_phases: Iterable[Phase]) -> list[list[Parameter]]: ...
     def mark_queued(self, batch_id: str) -> list[str]: ...
     def mark_aborted(self, batch_id: str) -> list[str]: ...
-    def delete_batch(self, batch_id: str) -> bool: ...
+    def delete_batch(self, batch_id: str) -> list[str]: ...
 
 
 @dataclasses.dataclass
@@ -147,15 +146,11 @@ class Batches:
         return self.create(service, rows, BatchControl(run_id=batch.run_id), caller)
 
     def delete(self, service: str, batch_id: str, caller: Caller = ANONYMOUS) -> None:
-        """Delete the batch's jobs (each as DELETE of the job does, files and all), then
-        the batch."""
+        """Delete the batch and its jobs in one transaction, then finish each job as
+        DELETE of a job does (its work killed, its files removed)."""
         batch = self.get(service, batch_id, caller)
-        for job_id in self.store.job_ids(batch.id):
-            try:
-                self.jobs.delete(service, job_id, caller)
-            except NotFound:
-                pass        # deleted meanwhile
-        self.store.delete_batch(batch.id)
+        for job_id in self.store.delete_batch(batch.id):
+            self.jobs.forget(job_id)
 
     def _submit(self, job_ids: Sequence[str]) -> int:
         for job_id in job_ids:

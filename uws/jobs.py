@@ -226,6 +226,11 @@ class Jobs:
         self.service(service)
         if not (is_job_id(job_id) and self.store.delete_job(job_id, service, caller.scope)):
             self._missing(service, job_id)
+        self.forget(job_id)
+
+    def forget(self, job_id: str) -> None:
+        """What is left to do once a job's row is deleted: kill its work here (other
+        processes' monitors see the row gone) and remove its files."""
         self.executor.abort(job_id)
         self.files.remove(job_id)
 

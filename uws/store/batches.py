@@ -7,6 +7,7 @@ arguments scope reads as in the job store (None: unscoped, for administrators).
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
@@ -17,7 +18,7 @@ from ..errors import OverQuota
 from ..model import Job, Parameter
 from ..phases import Event, Phase
 from ..services import Quota
-from . import counts
+from . import counts, usage
 from .changes import Change
 from .jobs import Store, _ended, _job_row, _param_rows
 from .notify import CHANNEL
@@ -111,15 +112,6 @@ class BatchStore:
             return [BatchJob(i, _PHASE[ph], run, ct, err) for i, ph, run, ct, err
                     in conn.execute(stmt)]
 
-    def job_ids(self, batch_id: str, in_phases: Iterable[Phase] = ()) -> list[str]:
-        """The batch's job ids in creation order (those in ``in_phases`` when given)."""
-        stmt = sa.select(J.c.id).where(J.c.batch_id == batch_id)
-        values = [p.value for p in in_phases]
-        if values:
-            stmt = stmt.where(J.c.phase.in_(values))
-        with self.engine.connect() as conn:
-            return list(conn.execute(stmt.order_by(J.c.creation_time, J.c.id)).scalars())
-
     def parameter_sets(self, batch_id: str, in_phases: Iterable[Phase]) -> list[list[Parameter]]:
         """The parameters of the batch's jobs in ``in_phases``, one list per job, in
         creation order (what REPEAT copies)."""
@@ -157,22 +149,47 @@ class BatchStore:
             rows = conn.execute(_LOCK[conn.dialect.name == "postgresql"],
                                 {"batch": batch_id, "sources": sources}).all()
             ids = [row.id for row in rows]
-            notifies = conn.dialect.name == "postgresql"
             for start in range(0, len(ids), CHUNK):
-                chunk = ids[start:start + CHUNK]
-                conn.execute(J.update().where(J.c.id.in_(chunk)).values(phase=new, **fields))
-                if notifies:    # Store._announce for each, one statement per chunk
-                    conn.execute(_NOTIFY, {"ids": chunk})
+                conn.execute(J.update().where(J.c.id.in_(ids[start:start + CHUNK]))
+                             .values(phase=new, **fields))
+            self._notify(conn, ids)
             self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, new,
                                                   batch_id) for r in rows])
         for job_id in ids:
             self.store._changed(job_id)
         return ids
 
-    def delete_batch(self, batch_id: str) -> bool:
-        """Forget the batch's row (its jobs are deleted one by one before)."""
+    def delete_batch(self, batch_id: str) -> list[str]:
+        """Forget the batch and its jobs in one transaction, as Store.delete_job forgets
+        one (bytes rows locked first, then the jobs; parameters, results and bytes go
+        with them); the ids of the jobs deleted."""
         with self.engine.begin() as conn:
-            return conn.execute(T.delete().where(T.c.id == batch_id)).rowcount == 1
+            kept: dict[str, int] = dict(conn.execute(_LOCK_BYTES, {"batch": batch_id}).all())
+            rows = conn.execute(_DELETE_JOBS, {"batch": batch_id}).all()
+            self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, None,
+                                                  batch_id) for r in rows])
+            freed: Counter[tuple[str, str, int]] = Counter()
+            some_id: dict[tuple[str, str, int], str] = {}
+            for r in rows:
+                if r.phase != Phase.ARCHIVED.value:     # its bytes left the total then
+                    key = (r.service, r.owner, counts.slot_of(r.id))
+                    freed[key] += kept.get(r.id) or 0
+                    some_id[key] = r.id
+            for key, size in freed.items():     # one change per owner's slot
+                usage.add(conn, key[0], key[1], some_id[key], -size)
+            ids = [r.id for r in rows]
+            self._notify(conn, ids)
+            conn.execute(T.delete().where(T.c.id == batch_id))
+        for job_id in ids:
+            self.store._changed(job_id)
+        return ids
+
+    @staticmethod
+    def _notify(conn: sa.Connection, ids: list[str]) -> None:
+        """Store._announce for each job, one statement per chunk (PostgreSQL)."""
+        if conn.dialect.name == "postgresql":
+            for start in range(0, len(ids), CHUNK):
+                conn.execute(_NOTIFY, {"ids": ids[start:start + CHUNK]})
 
 
 _IN_BATCH = (J.c.batch_id == sa.bindparam("batch"),
@@ -183,6 +200,12 @@ _LOCK = {True: sa.select(J.c.id, J.c.service, J.c.owner, J.c.phase).where(*_IN_B
          .order_by(J.c.id).with_for_update(),
          False: J.update().where(*_IN_BATCH).values(phase=J.c.phase)
          .returning(J.c.id, J.c.service, J.c.owner, J.c.phase)}
+_OF_BATCH = sa.select(J.c.id).where(J.c.batch_id == sa.bindparam("batch"))
+# The batch's bytes rows, locked (a no-op UPDATE, as usage.lock), then its jobs deleted.
+_LOCK_BYTES = (B.update().where(B.c.job_id.in_(_OF_BATCH)).values(bytes=B.c.bytes)
+               .returning(B.c.job_id, B.c.bytes))
+_DELETE_JOBS = (J.delete().where(J.c.batch_id == sa.bindparam("batch"))
+                .returning(J.c.id, J.c.service, J.c.owner, J.c.phase))
 # NOTIFY of each job, as uws.store.notify.announce sends it, for many jobs at once.
 _NOTIFY = sa.select(sa.func.pg_notify(CHANNEL, J.c.id)).where(
     J.c.id.in_(sa.bindparam("ids", expanding=True)))
