@@ -501,3 +501,20 @@ def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
         assert time.monotonic() - started < 5      # woken, not timed out
     finally:
         shutdown(other)
+
+
+def test_a_batch_whose_jobs_are_all_deleted_is_completed(client):
+    path = create(client, [{}])
+    client.delete(f"/sleep/{job_ids(client, path)[0]}", headers=ALICE)
+    doc = document(client, path)
+    assert doc.findtext("b:status", namespaces=NS) == "completed"
+    assert doc.findtext("b:percentComplete", namespaces=NS) == "100"
+
+
+def test_the_html_batch_list_links_each_batch_and_offers_a_csv_upload(client):
+    path = create(client, {"jobs": [{}], "runId": "listed"})
+    r = client.get("/sleep/batches", headers={**ALICE, "Accept": "text/html"})
+    page = r.get_data(as_text=True)
+    assert r.mimetype == "text/html"
+    assert f'href="http://localhost{path}"' in page and ">listed</a>" in page
+    assert 'enctype="multipart/form-data"' in page and 'type="file"' in page
