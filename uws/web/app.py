@@ -21,7 +21,7 @@ from ..scheduler import start_scheduler
 from ..store import Store
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import identity, job, joblist, pages, static, vosi
+from . import batches, identity, job, joblist, pages, static, vosi
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
@@ -44,6 +44,7 @@ def create_app(config=None) -> Flask:
     app.extensions["uws"] = _build(cfg)
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
+    batches.install(app, app.extensions["uws"])
     app.register_blueprint(job.bp)
     app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
