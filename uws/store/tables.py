@@ -1,4 +1,4 @@
-"""The SQL schema: five tables and the indexes the list queries walk."""
+"""The SQL schema: the tables and the indexes the list queries walk."""
 from __future__ import annotations
 
 from sqlalchemy import (
@@ -41,6 +41,7 @@ job = Table(
     Column("lease_owner", String(64)),
     Column("lease_expires", DateTime),
     Column("deadline", DateTime),        # start + execution duration, while EXECUTING
+    Column("start_after", DateTime),     # STARTAFTER, or a retry's backoff: not claimed before
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -53,6 +54,16 @@ Index("ix_uws_job_all", job.c.service, job.c.creation_time, job.c.id, job.c.phas
 Index("ix_uws_job_queue", job.c.phase, job.c.priority, job.c.creation_time)
 Index("ix_uws_job_destruction", job.c.destruction)
 Index("ix_uws_job_running", job.c.phase, job.c.deadline)
+
+# The failed attempts of a job that was run again (automatic retries), in order.
+attempt = Table(
+    "uws_attempt", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("end_time", DateTime, nullable=False),
+    Column("error_type", String(16), nullable=False),
+    Column("error_message", Text, nullable=False),
+)
 
 parameter = Table(
     "uws_parameter", metadata,
