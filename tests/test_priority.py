@@ -188,3 +188,24 @@ def test_the_local_executor_takes_higher_priorities_first_then_the_oldest(one_sl
     assert start_time(client, older) <= start_time(client, newer) <= start_time(client, low)
     order = sorted((low, older, newer), key=lambda p: start_time(client, p))
     assert order == [older, newer, low]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    from queuehelp import queue_cluster
+    cluster = queue_cluster(tmp_path, slots=1)
+    yield cluster
+    cluster.stop()
+
+
+def test_celery_workers_take_higher_priorities_first_then_the_oldest(cluster):
+    from queuehelp import ran, run
+    front = cluster.front_end()
+    cluster.worker()
+    blocker = run(front, SECS="2")
+    wait_for(lambda: ran(cluster) == [blocker], timeout=60, step=0.1)
+    low = run(front, PRIORITY="-5")
+    older = run(front, PRIORITY="5")
+    newer = run(front, PRIORITY="5")
+    wait_for(lambda: len(ran(cluster)) == 4, timeout=60, step=0.2)
+    assert ran(cluster) == [blocker, older, newer, low]

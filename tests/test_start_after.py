@@ -118,3 +118,38 @@ def test_the_json_job_document_shows_the_queue_info():
 def test_every_job_document_with_queue_info_is_valid_uws(client):
     path = create(client, STARTAFTER="2040-01-01", PRIORITY="0")
     etree.fromstring(client.get(path).data)     # the test client validates it
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    from queuehelp import queue_cluster
+    cluster = queue_cluster(tmp_path, slots=2)
+    yield cluster
+    cluster.stop()
+
+
+def test_celery_workers_take_a_job_within_about_a_second_of_its_start_time(cluster):
+    import requests
+
+    from queuehelp import ran, run
+    front = cluster.front_end()
+    cluster.worker()
+    ready = run(front)      # once it has run, the worker is up and listening
+    wait_for(lambda: ran(cluster) == [ready], timeout=60, step=0.1)
+    when = in_seconds(3)
+    job_id = run(front, STARTAFTER=format_time(when))
+    assert requests.get(f"{front}/work/{job_id}/phase", timeout=30).text == "QUEUED"
+    wait_for(lambda: ran(cluster) == [ready, job_id], timeout=60, step=0.05)
+    assert when <= timeutil.now() <= when + dt.timedelta(seconds=1.5)
+
+
+def test_a_celery_worker_retries_a_transient_exit_keeping_the_job_id(cluster):
+    import requests
+
+    from queuehelp import ran, run
+    front = cluster.front_end()
+    cluster.worker()
+    job_id = run(front, FLAKY="1")
+    wait_for(lambda: requests.get(f"{front}/work/{job_id}/phase", timeout=30).text
+             == "COMPLETED", timeout=60, step=0.2)
+    assert ran(cluster) == [job_id, job_id]
