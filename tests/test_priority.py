@@ -9,12 +9,14 @@ import pytest
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
+from test_browser import _context
+from test_browser import browser as browser  # the Chromium fixture, shared
 from uws.auth import AuthConfig
 from uws.config import ConfigError
 from uws.queueing import ADMIN_PRIORITY_LIMIT
 from uws.web.app import create_app, shutdown
 
-from conftest import ValidatingClient, make_config
+from conftest import LiveServer, ValidatingClient, make_config
 from uwshelp import NS, path_of, wait_for
 
 Q = {"q": "urn:ivoa-uws-server:queue", **NS}
@@ -209,3 +211,24 @@ def test_celery_workers_take_higher_priorities_first_then_the_oldest(cluster):
     newer = run(front, PRIORITY="5")
     wait_for(lambda: len(ran(cluster)) == 4, timeout=60, step=0.2)
     assert ran(cluster) == [blocker, older, newer, low]
+
+
+# -- the administrator's form, in Chromium ---------------------------------------------------
+
+def test_an_administrator_changes_a_queued_job_priority_from_the_job_page(browser, app, client):
+    path = create(client, PHASE="RUN", PRIORITY="2")
+    with LiveServer(app) as server:
+        outside: list[str] = []
+        # Sent with every request: another owner's job answers 403, never a challenge.
+        context = _context(browser, server, outside, extra_http_headers=basic("root"))
+        try:
+            page = context.new_page()
+            page.goto(server.url + path)
+            page.wait_for_selector('article.job[data-phase="QUEUED"]')
+            page.fill("#set-priority", "42")
+            page.click("[data-role=priority-form] button")
+            page.wait_for_selector('dd[data-role="priority"]:has-text("42")')
+        finally:
+            context.close()
+        assert outside == []
+    assert priority(client, path) == 42
