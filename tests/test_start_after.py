@@ -153,3 +153,18 @@ def test_a_celery_worker_retries_a_transient_exit_keeping_the_job_id(cluster):
     wait_for(lambda: requests.get(f"{front}/work/{job_id}/phase", timeout=30).text
              == "COMPLETED", timeout=60, step=0.2)
     assert ran(cluster) == [job_id, job_id]
+
+
+def test_the_creation_form_refuses_a_start_time_that_is_not_a_time_next_to_its_field(client):
+    r = client.post("/sleep", data={"STARTAFTER": "soon"}, headers={"Accept": "text/html"})
+    assert r.status_code == 400
+    assert 'id="new-STARTAFTER"' in r.get_data(as_text=True)
+    assert "not an ISO 8601 time" in r.get_data(as_text=True)
+
+
+def test_the_creation_form_takes_a_start_time(client):
+    r = client.post("/sleep", data={"STARTAFTER": "2040-01-01T12:00", "PRIORITY": ""},
+                    headers={"Accept": "text/html"})
+    assert r.status_code == 303
+    assert start_after(client, r.headers["Location"].replace("http://localhost", "")) == \
+        "2040-01-01T12:00:00.000Z"

@@ -243,15 +243,15 @@ class RunningQueries:
                            J.c.lease_owner.startswith(worker_prefix, autoescape=True)))]
 
     def queue_position(self, job_id: str, service: str) -> int:
-        """How many QUEUED jobs of the service run before this one."""
+        """How many QUEUED jobs of the service, due now, run before this one."""
         me = sa.select(J.c.priority, J.c.creation_time).where(J.c.id == job_id).subquery()
         stmt = sa.select(sa.func.count()).select_from(J.join(me, sa.true())).where(
-            J.c.service == service, J.c.phase == Phase.QUEUED.value,
+            J.c.service == service, J.c.phase == Phase.QUEUED.value, _due(J),
             sa.or_(J.c.priority > me.c.priority,
                    sa.and_(J.c.priority == me.c.priority,
                            J.c.creation_time < me.c.creation_time)))
         with self.engine.connect() as conn:
-            return conn.execute(stmt).scalar_one()
+            return conn.execute(stmt, {"now": timeutil.now()}).scalar_one()
 
     def recent_run_seconds(self, service: str, limit: int = 20) -> list[float]:
         """Run times of the service's latest completed jobs (for quotes)."""
