@@ -125,12 +125,12 @@ class CeleryExecutor:
         """Sleep until the next re-dispatch, or until the next QUEUED job's start
         time (STARTAFTER, a retry's backoff) comes, whichever is first; a submit
         here wakes it to read that time again."""
+        self._wake.clear()      # before the read: a submit after it wakes the wait
         timeout = next_sweep - time.monotonic()
         start = self.store.next_start(services)
         if start is not None:
             timeout = min(timeout, (start - timeutil.now()).total_seconds())
         self._wake.wait(max(0.0, timeout))
-        self._wake.clear()
 
 
 #: messages one re-dispatch publishes at most: each keeps a worker thread taking
