@@ -116,6 +116,16 @@ class MemoryStore:
             self.bytes.pop(job_id, None)
             return True
 
+    def set_priority(self, job_id, priority, in_phases):
+        return self._set_while(job_id, in_phases, priority=priority)
+
+    def set_start_after(self, job_id, when):
+        return self._set_while(job_id, {Phase.PENDING}, start_after=when)
+
+    def priorities_of(self, job_ids, service, owner):
+        return {i: j.priority for i in job_ids
+                if (j := self._find(i, service, owner)) is not None}
+
     def queue_position(self, job_id, service):
         return 0
 

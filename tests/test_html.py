@@ -92,7 +92,7 @@ def test_job_page_shows_every_uws_field(client):
     doc = page(client.get(path, headers=HTML))
     labels = doc.xpath("//dl[@class='fields']/dt/text()")
     assert labels == ["Job ID", "Run ID", "Owner", "Phase", "Quote", "Created", "Started",
-                      "Ended", "Execution duration", "Destruction"]
+                      "Ended", "Execution duration", "Destruction", "Priority"]
     assert doc.xpath("string(//dl/dd[1])") == path.rsplit("/", 1)[1]
     assert doc.xpath("//table[@class='params']//th/text()") == ["DURATION", "FAIL", "MESSAGE"]
 

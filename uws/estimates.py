@@ -19,7 +19,8 @@ def quote(job: Job, now: dt.datetime, typical: float | None, ahead: int,
     """When the job is likely to complete (UWS 1.1 §2.1.6), or None when unknown.
 
     ``ahead`` is the number of QUEUED jobs that run before this one; each slot
-    works through them one typical run at a time.
+    works through them one typical run at a time, from the job's start time
+    (STARTAFTER, or a retry's backoff) if that is later than now.
     """
     if job.phase is Phase.EXECUTING:
         remaining = remaining_seconds(job, now)
@@ -30,7 +31,8 @@ def quote(job: Job, now: dt.datetime, typical: float | None, ahead: int,
     if job.phase not in (Phase.PENDING, Phase.QUEUED, Phase.HELD) or typical is None:
         return None
     waves = ahead // max(slots, 1)
-    return timeutil.add_seconds(now, typical * (waves + 1))
+    begin = max(now, job.start_after) if job.start_after is not None else now
+    return timeutil.add_seconds(begin, typical * (waves + 1))
 
 
 def elapsed_seconds(job: Job, now: dt.datetime) -> float | None:

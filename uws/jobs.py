@@ -6,7 +6,7 @@ import math
 import time
 from typing import NoReturn
 
-from . import estimates, phases, timeutil
+from . import estimates, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
 from .phases import Phase
@@ -35,6 +35,8 @@ class Control:
     run_id: str | None = None
     execution_duration: str | None = None
     destruction: str | None = None
+    priority: str | None = None         # PRIORITY (our extension)
+    start_after: str | None = None      # STARTAFTER (our extension)
 
 
 class Jobs:
@@ -128,6 +130,7 @@ class Jobs:
         except ParameterError as exc:
             raise BadRequest(str(exc)) from None
         _check_run_id(control.run_id)
+        schedule = self.schedule(service.name, control.priority, control.start_after, caller)
         quota = service.quota(caller.owner)
         self._check_quota(service, caller.owner, quota)
         now = timeutil.now()
@@ -136,6 +139,8 @@ class Jobs:
             creation_time=now, run_id=control.run_id,
             execution_duration=service.execution_duration,
             destruction=_destruction_default(service, now),
+            priority=service.priority_default if schedule.priority is None else schedule.priority,
+            start_after=schedule.start_after,
         )
         if control.execution_duration is not None:
             job.execution_duration = service.clamp_duration(
@@ -300,6 +305,41 @@ class Jobs:
         if staged:
             self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
 
+    # -- when and in which order the job starts ------------------------------------
+
+    def schedule(self, service_name: str, priority: str | None, start_after: str | None,
+                 caller: Caller = ANONYMOUS) -> queueing.Schedule:
+        """PRIORITY and STARTAFTER texts checked for the caller, before anything
+        changes.  Raises NotFound, BadRequest (not an integer, out of the service's
+        bounds for an owner, not a time)."""
+        service = self.service(service_name)
+        level = None
+        if priority is not None:
+            level = queueing.check_priority(queueing.parse_priority(priority),
+                                            service.priority_min, service.priority_max,
+                                            caller.admin)
+        when = None if start_after is None else queueing.parse_start_after(start_after)
+        return queueing.Schedule(level, when)
+
+    def priorities(self, service: str, job_ids, caller: Caller = ANONYMOUS) -> dict[str, int]:
+        """The priorities of the caller's jobs among ``job_ids`` (a page of a list)."""
+        return self.store.priorities_of(job_ids, service, caller.scope)
+
+    def reschedule(self, service: str, job_id: str, schedule: queueing.Schedule,
+                   caller: Caller = ANONYMOUS) -> None:
+        """Apply a checked :meth:`schedule`: while PENDING, or for an administrator
+        a priority also while QUEUED or HELD.  Raises NotFound, Forbidden."""
+        self._phase(service, job_id, caller)
+        if schedule.priority is not None:
+            allowed = _ADMIN_PRIORITY_PHASES if caller.admin else {Phase.PENDING}
+            if not self.store.set_priority(job_id, schedule.priority, allowed):
+                phase = self._phase(service, job_id, caller)
+                raise Forbidden(f"cannot change the priority of a job that is {phase.value}")
+        if schedule.start_after is not None:
+            if not self.store.set_start_after(job_id, schedule.start_after):
+                phase = self._phase(service, job_id, caller)
+                raise Forbidden(f"cannot change the start time of a job that is {phase.value}")
+
     # -- blocking GET -----------------------------------------------------------------
 
     def wait(self, service: str, job_id: str, seconds: int, phase: Phase | None,
@@ -334,6 +374,10 @@ class TypicalRunTimes:
             cached = (now, estimates.typical_seconds(self._store.recent_run_seconds(service)))
             self._cache[service] = cached
         return cached[1]
+
+
+#: Where an administrator may still change a job's priority: before it starts.
+_ADMIN_PRIORITY_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.HELD})
 
 
 def _check_run_id(run_id: str | None) -> None:

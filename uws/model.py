@@ -122,6 +122,14 @@ class Job:
     progress_message: str | None = None
     parameters: list[Parameter] = dataclasses.field(default_factory=list)
     results: list[Result] = dataclasses.field(default_factory=list)
+    priority: int = 0               # higher is taken first from the queue
+    start_after: dt.datetime | None = None     # not started before (STARTAFTER, retry backoff)
+    past_errors: list[ErrorSummary] = dataclasses.field(default_factory=list)  # failed attempts
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this is (1 until the job is run again after a failure)."""
+        return len(self.past_errors) + 1
 
     def parameter_values(self, name: str) -> list[str]:
         return [p.value for p in self.parameters if p.name == name]

@@ -5,7 +5,9 @@ called in the job's own process as ``function(params, ctx)``, with ``params``
 the job's parameters typed as the service declares them (int, float, bool,
 datetime, str; a list for ``multiple``; for a ``file`` parameter the value as
 given) and ``ctx`` a :class:`Context`.  Returning ends the job COMPLETED;
-raising ends it in ERROR with the exception's text as the error summary.
+raising ends it in ERROR with the exception's text as the error summary, except
+:class:`Retryable`, which runs the job again after a backoff while its service's
+``max_attempts`` allow.
 
 Type a runner against :class:`Context`, and test it without a server with
 :class:`LocalContext`::
@@ -59,6 +61,12 @@ class Context(Protocol):
         Internal addresses are refused unless the service lists the host in
         ``fetch_hosts``; the size is capped; ``uws.execution.fetch.FetchError``
         says why a fetch failed."""
+
+
+class Retryable(Exception):
+    """Raise it for a transient failure (a service briefly unavailable): the job
+    is queued again, keeping its id, after the service's ``retry_backoff``, until
+    its ``max_attempts`` are used up; then it ends in ERROR with this text."""
 
 
 #: ``function(params, ctx)``, as named by a service's ``runner``

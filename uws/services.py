@@ -22,7 +22,8 @@ PARAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 URL_VALUE = re.compile(r"^https?://[^\s]+$", re.IGNORECASE)
 
 #: UWS job-control names: never service parameters (UWS 1.1 §2.1.11).
-CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "ACTION", "METHOD"})
+CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "ACTION", "METHOD",
+                           "PRIORITY", "STARTAFTER"})
 
 
 class ParameterError(ValueError):
@@ -204,6 +205,7 @@ class Quota:
 
 OUTPUT_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 _SECONDS = {"min": 0, "max": 2**31 - 1}
+_PRIORITY = {"min": -1000, "max": 1000}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +217,7 @@ class Service:
     runner: str | None = None          # "package.module:function", called in a child process
     command: tuple[str, ...] = ()      # or a command line; "{NAME}" is replaced by the value
     outputs: tuple[Output, ...] = ()   # files a command writes that become results
-    retry: bool = False                # safe to re-run after a lost worker (else ERROR)
+    retry: bool = False                # a lost worker's job queued again at once, unbounded
     anonymous: bool = True             # may unauthenticated callers create and list jobs
     # What one owner may hold in this service at once (0 = no limit); the anonymous
     # callers share one owner, with limits of their own.
@@ -238,6 +240,16 @@ class Service:
     archive: bool = False              # at destruction: ARCHIVED instead of forgotten
     fetch_hosts: tuple[str, ...] = ()  # hosts a URL parameter may name though not public
     max_batch_jobs: int = _field(10_000, min=1, max=1_000_000)   # jobs one batch may create
+    # PRIORITY an owner may give (higher runs first); administrators may give any.
+    priority_min: int = _field(0, **_PRIORITY)
+    priority_max: int = _field(0, **_PRIORITY)
+    priority_default: int = _field(0, **_PRIORITY)
+    # Transient failures (lost worker, uws.runner.Retryable, retry_exit_codes) run
+    # again after retry_backoff seconds, doubled per attempt up to retry_backoff_max.
+    max_attempts: int = _field(1, min=1, max=100)
+    retry_backoff: float = _field(10.0, min=0, max=86400)
+    retry_backoff_max: float = _field(600.0, min=0, max=86400)
+    retry_exit_codes: tuple[int, ...] = ()   # command services: exit statuses 1..255
 
     def __post_init__(self):
         if not SERVICE_NAME.match(self.name):
@@ -251,6 +263,16 @@ class Service:
             if spec.is_file and spec.multiple:
                 raise ValueError(f"file parameter {spec.name} cannot be multiple")
         self._check_runner()
+        self._check_queueing()
+
+    def _check_queueing(self):
+        if not self.priority_min <= self.priority_default <= self.priority_max:
+            raise ValueError("priority_default must lie between priority_min and priority_max")
+        if self.retry_exit_codes and not self.command:
+            raise ValueError("retry_exit_codes are for command runners (a Python runner "
+                             "raises uws.runner.Retryable)")
+        if any(not 0 < code < 256 for code in self.retry_exit_codes):
+            raise ValueError("retry_exit_codes: each between 1 and 255")
 
     def _check_runner(self):
         if bool(self.runner) == bool(self.command):

@@ -7,6 +7,7 @@ line per message (the same convention a command runner uses):
     progress <percent> [message]        percent complete, 0..100
     result <name> <file> [mime-type]    a file in the working directory is a result
     error <message>                     the error summary, before a non-zero exit
+    retry <message>                     the same, for a transient failure (Retryable)
 
 Kept free of Flask and SQLAlchemy so a child starts in a few milliseconds.
 """
@@ -21,6 +22,7 @@ import sys
 import traceback
 
 from ..model import is_upload_value
+from ..runner import Retryable
 from .supervisor import PR_SET_PDEATHSIG, prctl, supervise
 
 REPORT_FD_ENV = "UWS_REPORT_FD"
@@ -116,7 +118,8 @@ def run_callable(task: dict, reporter: Reporter) -> int:
         function = getattr(importlib.import_module(module), name)
         function(typed_parameters(task), ChildContext(task, reporter))
     except BaseException as exc:   # the job fails; the parent records why
-        reporter.send("error", str(exc) or type(exc).__name__)   # the traceback goes to /error
+        word = "retry" if isinstance(exc, Retryable) else "error"
+        reporter.send(word, str(exc) or type(exc).__name__)   # the traceback goes to /error
         traceback.print_exc()
         return 1
     return 0

@@ -15,6 +15,9 @@ within running caps), and runs each with the same runner contract and isolation
 - a broker that is down loses nothing: the job stays QUEUED, the front end says
   so in its log, and every ``timing.REDISPATCH`` seconds it publishes again for
   the jobs queued longer than that, until the broker takes the messages;
+- a job that may start only later (STARTAFTER, a retry's backoff) gets its
+  message at that time from the front end that queued it (the others see it
+  within ``timing.REDISPATCH``), and a worker claims no job before its time;
 - ABORT, an exceeded duration or destruction, whichever front end received it,
   changes the job's phase in the database; the worker running the job sees that
   within ``timing.MONITOR`` and kills it.
@@ -24,8 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
-from .. import timing
+from .. import timeutil, timing
 from ..ports import RunStore, Settings
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,7 @@ class CeleryExecutor:
         self.store = store
         self.app = celery_app(config)
         self._stopping = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._broker_down = False
 
@@ -68,12 +73,14 @@ class CeleryExecutor:
 
     def submit(self, job_id: str) -> None:
         self.publish(1)
+        self._wake.set()    # it may start later (STARTAFTER): time its message
 
     def abort(self, job_id: str) -> None:
         """Nothing to do here: the worker running the job sees its phase change."""
 
     def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(5)
 
@@ -101,14 +108,36 @@ class CeleryExecutor:
         return True
 
     def _redispatch_loop(self) -> None:
-        while not self._stopping.wait(timing.REDISPATCH):
+        services = list(self.config.services)
+        checked = timeutil.now()    # jobs due up to here have had their message
+        next_sweep = time.monotonic() + timing.REDISPATCH
+        while not self._stopping.is_set():
             try:
-                waiting = self.store.count_queued(list(self.config.services),
-                                                  older_than=timing.REDISPATCH)
-                if waiting:
-                    self.publish(min(waiting, MAX_REDISPATCH))
+                self._wait_until_due(services, next_sweep)
+                now = timeutil.now()
+                due = self.store.count_due(services, since=checked, until=now)
+                checked = now
+                if due:
+                    self.publish(min(due, MAX_REDISPATCH))
+                if time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + timing.REDISPATCH
+                    waiting = self.store.count_queued(services, older_than=timing.REDISPATCH)
+                    if waiting:
+                        self.publish(min(waiting, MAX_REDISPATCH))
             except Exception:
                 log.exception("re-dispatching queued jobs failed")
+                self._stopping.wait(timing.REDISPATCH)
+
+    def _wait_until_due(self, services: list[str], next_sweep: float) -> None:
+        """Sleep until the next re-dispatch, or until the next QUEUED job's start
+        time (STARTAFTER, a retry's backoff) comes, whichever is first; a submit
+        here wakes it to read that time again."""
+        self._wake.clear()      # before the read: a submit after it wakes the wait
+        timeout = next_sweep - time.monotonic()
+        start = self.store.next_start(services)
+        if start is not None:
+            timeout = min(timeout, (start - timeutil.now()).total_seconds())
+        self._wake.wait(max(0.0, timeout))
 
 
 #: messages one re-dispatch publishes at most: each keeps a worker thread taking

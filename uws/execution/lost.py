@@ -1,15 +1,32 @@
-"""What happens to a job whose work was interrupted (worker lost, server stopped)."""
+"""What happens to a job whose work was interrupted (worker lost, server stopped)
+or failed transiently: run it again after a backoff while its service's
+``max_attempts`` allow, else end it in ERROR."""
 from __future__ import annotations
 
 from ..model import ErrorSummary
 from ..ports import RunStore
+from ..queueing import backoff_seconds
 from ..services import Service
 
 
 def release(store: RunStore, service: Service | None, job_id: str, message: str) -> bool:
-    """Queue the job again if its service is safe to retry, else end it in ERROR
-    (transient: trying again later may well succeed).  True if re-queued."""
-    if service is not None and service.retry:
+    """A lost worker's job: queued again while attempts remain (at once and without
+    limit for a ``retry = true`` service that declares no ``max_attempts``), else
+    ERROR (transient: trying again later may well succeed).  True if re-queued."""
+    if service is not None and service.retry and service.max_attempts == 1:
         return store.requeue(job_id)
-    store.mark_failed(job_id, ErrorSummary("transient", message))
+    return retry_or_fail(store, service, job_id, ErrorSummary("transient", message))
+
+
+def retry_or_fail(store: RunStore, service: Service | None, job_id: str,
+                  error: ErrorSummary) -> bool:
+    """Queue the EXECUTING job again after its backoff, keeping ``error`` as its
+    attempt's, while its service's ``max_attempts`` allow; else end it in ERROR
+    with ``error``.  True if re-queued."""
+    if service is not None and service.max_attempts > 1 and store.retry_later(
+            job_id, error, service.max_attempts,
+            lambda attempt: backoff_seconds(attempt, service.retry_backoff,
+                                            service.retry_backoff_max)):
+        return True
+    store.mark_failed(job_id, error)
     return False

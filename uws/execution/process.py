@@ -47,6 +47,7 @@ class Running:
     job_id: str
     process: subprocess.Popen | ForkedJob
     killed: bool = False
+    attempt: int = 1        # of the job (automatic retries)
 
 
 class ProcessExecutor(Executor):
@@ -224,7 +225,7 @@ class ProcessExecutor(Executor):
             raise
         if self.cgroups is not None and not getattr(process, "in_cgroup", False):
             self.cgroups.enter(job_id, process.pid)     # before the job gets its task
-        running = Running(job_id, process)
+        running = Running(job_id, process, attempt=job.attempt)
         with self._lock:
             self._running[job_id] = running
         if self._stopping.is_set():
@@ -317,15 +318,28 @@ class ProcessExecutor(Executor):
                              "the fork server that started the job died while it ran")
                 return
             usage = self.files.usage(job_id)     # final: the job has ended
-            message = self._excess(job_id, service, usage) or _failure(code or 0, reader)
+            excess = self._excess(job_id, service, usage)
+            message = excess or _failure(code or 0, reader)
             if message is None:
                 self.store.mark_completed(job_id)
-            else:
-                stderr = self.files.job_dir(job_id) / "stderr.log"
-                self.store.mark_failed(job_id, ErrorSummary("fatal", message,
-                                                            _tail(stderr) or None))
+                return
+            detail = _tail(self.files.job_dir(job_id) / "stderr.log") or None
+            transient = not excess and (reader.transient or code in service.retry_exit_codes)
+            if self._fail(running, service, ErrorSummary(
+                    "transient" if transient else "fatal", message, detail)):
+                usage = None    # its results went
         finally:
             self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
+
+    def _fail(self, running: Running, service, error: ErrorSummary) -> bool:
+        """ERROR; or, for a transient error with attempts left, QUEUED again after its
+        backoff (True).  This worker alone runs the job until then: the attempt's
+        results go first, so the next attempt never loses its own."""
+        if error.type == "transient" and running.attempt < service.max_attempts:
+            self.files.remove_results(running.job_id)
+            return lost.retry_or_fail(self.store, service, running.job_id, error)
+        self.store.mark_failed(running.job_id, error)
+        return False
 
     def _kill(self, running: Running) -> None:
         """End the job: TERM to its process group (its supervisor then kills every

@@ -26,6 +26,7 @@ class ReportReader:
         self.files = files
         self.service = service
         self.error: str | None = None
+        self.transient = False      # the runner raised uws.runner.Retryable
         self._last_write = 0.0
         self._pending: tuple[float, str] | None = None
 
@@ -64,8 +65,9 @@ class ReportReader:
             parts = rest.split(maxsplit=2)      # the MIME type may hold spaces
             if len(parts) >= 2:
                 self.add_result(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
-        elif word == "error":
+        elif word in ("error", "retry"):
             self.error = rest[:2000] or self.error
+            self.transient = word == "retry"
 
     def _progress(self, rest: str) -> None:
         number, _, message = rest.partition(" ")

@@ -47,6 +47,13 @@ def progress(job: Job, now) -> dict[str, Any]:
             "remainingSeconds": remaining_seconds(job, now), "message": job.progress_message}
 
 
+def queue(job: Job) -> dict[str, Any]:
+    """What ``<q:queue>`` in ``jobInfo`` says."""
+    return {"priority": job.priority, "startAfter": _time(job.start_after),
+            "attempt": job.attempt,
+            "failedAttempts": [{"type": e.type, "message": e.message} for e in job.past_errors]}
+
+
 def job(job: Job, links: Links, now=None) -> dict[str, Any]:
     """The ``<uws:job>`` document as a dict ready for ``json.dumps``."""
     doc: dict[str, Any] = {
@@ -64,7 +71,7 @@ def job(job: Job, links: Links, now=None) -> dict[str, Any]:
         "parameters": parameters(job, links),
         "results": results(job, links),
         "errorSummary": error_summary(job),
-        "jobInfo": {"progress": progress(job, now or timeutil.now())},
+        "jobInfo": {"progress": progress(job, now or timeutil.now()), "queue": queue(job)},
     }
     return doc
 

@@ -121,6 +121,22 @@ def progress_info(parent, job: Job, now) -> None:
         el.text = xml_text(job.progress_message)
 
 
+QUEUE_NS = "urn:ivoa-uws-server:queue"
+
+
+def queue_info(parent, job: Job) -> None:
+    """``<uws:jobInfo>`` content: the job's priority, its start time when it has one,
+    which attempt this is and the errors of the failed ones (automatic retries)."""
+    el = etree.SubElement(parent, "{%s}queue" % QUEUE_NS, nsmap={"q": QUEUE_NS})
+    el.set("priority", str(job.priority))
+    if job.start_after is not None:
+        el.set("startAfter", format_time(job.start_after))
+    el.set("attempt", str(job.attempt))
+    for error in job.past_errors:
+        etree.SubElement(el, "{%s}failedAttempt" % QUEUE_NS, type=error.type).text = \
+            xml_text(error.message)
+
+
 def job_document(job: Job, links: Links, now=None) -> bytes:
     root = _root("job")
     _sub(root, "jobId", job.id)
@@ -138,8 +154,10 @@ def job_document(job: Job, links: Links, now=None) -> bytes:
     _results(root, job, links)
     if job.error is not None:
         _error(root, job)
+    info = etree.SubElement(root, _U + "jobInfo")
     if job.progress is not None or job.start_time is not None:
-        progress_info(etree.SubElement(root, _U + "jobInfo"), job, now or timeutil.now())
+        progress_info(info, job, now or timeutil.now())
+    queue_info(info, job)
     return _tostring(root)
 
 

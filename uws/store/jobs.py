@@ -27,6 +27,7 @@ from .engine import create_schema, make_engine
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
+from .tables import attempt as A
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import parameter as P
@@ -46,7 +47,8 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
         create_schema(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
-                        ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED))}
+                        ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
+                        ("attempts", _GET_ATTEMPTS))}
         self._list_reads = {}
 
     def problem(self) -> str | None:
@@ -141,10 +143,15 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
             rows = self._reads["any" if owner is None else "owned"].mappings(cur, key)
             if not rows:
                 return None
+            row = rows[0]
             parts = self._reads["parts"].rows(cur, key)
+            tried = self._reads["attempts"].rows(cur, key) if row["start_time"] or \
+                row["start_after"] else []     # a job never started was never retried
         params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
         results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
-        return _job(rows[0], params, results)
+        job = _job(row, params, results)
+        job.past_errors = [ErrorSummary(kind, message) for kind, message in tried]
+        return job
 
     def owner_of(self, job_id: str, service: str) -> str | None:
         """The owner of a job, or None if there is no such job (for 403 vs 404)."""
@@ -249,6 +256,26 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
         """While the job is not archived; False otherwise."""
         return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
 
+    def set_priority(self, job_id: str, priority: int, in_phases: Iterable[Phase]) -> bool:
+        """While the job is in one of ``in_phases``; False otherwise."""
+        return self._set_while(job_id, in_phases, priority=priority)
+
+    def set_start_after(self, job_id: str, when: dt.datetime | None) -> bool:
+        """While the job is PENDING; False otherwise."""
+        return self._set_while(job_id, {Phase.PENDING}, start_after=when)
+
+    def priorities_of(self, job_ids: Iterable[str], service: str,
+                      owner: str | None) -> dict[str, int]:
+        """The priorities of the service's jobs among ``job_ids`` (a page of a list)."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        stmt = sa.select(J.c.id, J.c.priority).where(J.c.id.in_(ids), J.c.service == service)
+        if owner is not None:
+            stmt = stmt.where(J.c.owner == owner)
+        with self.engine.connect() as conn:
+            return {job_id: level for job_id, level in conn.execute(stmt)}
+
     def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
         """While the job is EXECUTING (a late report of a finished job is dropped)."""
         self._set_while(job_id, {Phase.EXECUTING}, progress=percent, progress_message=message)
@@ -350,6 +377,8 @@ _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
 _INSERT_JOB = J.insert()
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
+_GET_ATTEMPTS = (sa.select(A.c.error_type, A.c.error_message)
+                 .where(A.c.job_id == sa.bindparam("id")).order_by(A.c.attempt))
 # A job's parameters (part 0) and results (part 1), in order, in one read.
 _GET_PARTS = sa.union_all(
     sa.select(sa.literal(0).label("part"), P.c.seq, P.c.name.label("a"), P.c.value.label("b"),
@@ -389,9 +418,11 @@ def _job_row(job: Job) -> dict:
         phase=job.phase.value, creation_time=job.creation_time,
         start_time=job.start_time, end_time=job.end_time,
         execution_duration=job.execution_duration, destruction=job.destruction,
-        quote=job.quote, priority=0,
+        quote=job.quote, priority=job.priority,
         error_type=err.type if err else None, error_message=err.message if err else None,
         error_detail=err.detail if err else None,
+        # only when given: a NULL either way, and an INSERT any schema since 0001 takes
+        **({"start_after": job.start_after} if job.start_after is not None else {}),
     )
 
 
@@ -412,4 +443,5 @@ def _job(row: Mapping[str, Any], params, results) -> Job:
         progress=row["progress"], progress_message=row["progress_message"],
         parameters=[Parameter(name, value, bool(by_ref)) for name, value, by_ref in params],
         results=[Result(*r) for r in results],
+        priority=row["priority"], start_after=row["start_after"],
     )

@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterable
 import sqlalchemy as sa
 
 from .. import phases, timeutil
+from ..model import ErrorSummary
 from ..phases import Event, Phase
 from . import counts, usage
 from .changes import Change
+from .tables import attempt as A
 from .tables import job as J
 from .tables import result as R
 
@@ -21,10 +23,17 @@ class _OverCap(Exception):
 
 
 _SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
-# Each owner with queued jobs: its best priority and its oldest job.
+
+
+def _due(table) -> sa.ColumnElement[bool]:
+    """A queued job that may start now (no STARTAFTER or backoff in the future)."""
+    return sa.or_(table.c.start_after.is_(None), table.c.start_after <= sa.bindparam("now"))
+
+
+# Each owner with queued jobs due: its best priority and its oldest job.
 _QUEUED_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.max(J.c.priority),
                             sa.func.min(J.c.creation_time))
-                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES))
+                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES), _due(J))
                   .group_by(J.c.service, J.c.owner))
 _RUNNING_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.count())
                    .where(J.c.phase == Phase.EXECUTING.value, J.c.service.in_(_SERVICES))
@@ -37,7 +46,8 @@ _CLAIM = (J.update()
           .where(J.c.id == (sa.select(_candidate.c.id)
                             .where(_candidate.c.phase == Phase.QUEUED.value,
                                    _candidate.c.service == sa.bindparam("of_service"),
-                                   _candidate.c.owner == sa.bindparam("of_owner"))
+                                   _candidate.c.owner == sa.bindparam("of_owner"),
+                                   _due(_candidate))
                             .order_by(_candidate.c.priority.desc(),
                                       _candidate.c.creation_time, _candidate.c.id)
                             .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
@@ -96,7 +106,8 @@ class RunningQueries:
         """
         services = list(services)
         with self.engine.connect() as conn:
-            heads = conn.execute(_QUEUED_OWNERS, {"services": services}).all()
+            heads = conn.execute(_QUEUED_OWNERS, {"services": services,
+                                                  "now": timeutil.now()}).all()
             if not heads:
                 return None
             running = dict(((s, o), n) for s, o, n in
@@ -122,13 +133,15 @@ class RunningQueries:
         claims are serialised (as its creations are) and counted after the UPDATE,
         so concurrent claimants cannot overshoot it.
         """
-        expires = timeutil.add_seconds(timeutil.now(), lease_seconds)
+        now = timeutil.now()
+        expires = timeutil.add_seconds(now, lease_seconds)
         try:
             with self.engine.begin() as conn:
                 if cap:
                     self._serialise_owner(conn, service, owner)
                 row = conn.execute(_CLAIM, {"of_service": service, "of_owner": owner,
-                                            "worker": worker, "expires": expires}).first()
+                                            "worker": worker, "expires": expires,
+                                            "now": now}).first()
                 if row is None:
                     return None
                 job_id, duration, batch_id = row
@@ -150,12 +163,55 @@ class RunningQueries:
         return job_id
 
     def count_queued(self, services: Iterable[str], older_than: float) -> int:
-        """QUEUED jobs of ``services`` created more than ``older_than`` seconds ago."""
+        """QUEUED jobs of ``services`` that were due to start (created, or their
+        start time come) more than ``older_than`` seconds ago."""
         before = timeutil.add_seconds(timeutil.now(), -older_than)
         with self.engine.connect() as conn:
             return conn.execute(sa.select(sa.func.count()).where(
                 J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
-                J.c.creation_time <= before)).scalar_one()
+                sa.func.coalesce(J.c.start_after, J.c.creation_time) <= before)).scalar_one()
+
+    def count_due(self, services: Iterable[str], since: dt.datetime, until: dt.datetime) -> int:
+        """QUEUED jobs of ``services`` whose start time came in (``since``, ``until``]."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).where(
+                J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
+                J.c.start_after > since, J.c.start_after <= until)).scalar_one()
+
+    def next_start(self, services: Iterable[str]) -> dt.datetime | None:
+        """The earliest start time still to come of a QUEUED job of ``services``."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.min(J.c.start_after)).where(
+                J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
+                J.c.start_after > timeutil.now())).scalar()
+
+    def retry_later(self, job_id: str, error: ErrorSummary, max_attempts: int | None,
+                    backoff: Callable[[int], float]) -> bool:
+        """EXECUTING -> QUEUED again after a transient failure, not to start before
+        ``backoff(attempt)`` seconds; the attempt's error is kept, its results and
+        progress dropped.  False (nothing changed) when the job is no longer
+        EXECUTING or this was attempt ``max_attempts`` (None: no limit)."""
+        with self.engine.begin() as conn:
+            row = counts.lock(conn, job_id, {Phase.EXECUTING})
+            if row is None:
+                return False
+            attempt = conn.execute(sa.select(sa.func.count()).where(
+                A.c.job_id == job_id)).scalar_one() + 1
+            if max_attempts is not None and attempt >= max_attempts:
+                return False
+            now = timeutil.now()
+            conn.execute(A.insert().values(job_id=job_id, attempt=attempt, end_time=now,
+                                           error_type=error.type, error_message=error.message))
+            conn.execute(J.update().where(J.c.id == job_id).values(
+                phase=Phase.QUEUED.value, start_after=timeutil.add_seconds(now, backoff(attempt)),
+                start_time=None, progress=None, progress_message=None, lease_owner=None,
+                lease_expires=None, deadline=None))
+            conn.execute(R.delete().where(R.c.job_id == job_id))
+            self._record(conn, Change(job_id, row.service, row.owner, row.phase,
+                                      Phase.QUEUED.value))
+            self._announce(conn, job_id)
+        self._changed(job_id)
+        return True
 
     def renew_leases(self, worker: str, job_ids: Iterable[str], lease_seconds: float) -> None:
         ids = list(job_ids)
@@ -187,15 +243,15 @@ class RunningQueries:
                            J.c.lease_owner.startswith(worker_prefix, autoescape=True)))]
 
     def queue_position(self, job_id: str, service: str) -> int:
-        """How many QUEUED jobs of the service run before this one."""
+        """How many QUEUED jobs of the service, due now, run before this one."""
         me = sa.select(J.c.priority, J.c.creation_time).where(J.c.id == job_id).subquery()
         stmt = sa.select(sa.func.count()).select_from(J.join(me, sa.true())).where(
-            J.c.service == service, J.c.phase == Phase.QUEUED.value,
+            J.c.service == service, J.c.phase == Phase.QUEUED.value, _due(J),
             sa.or_(J.c.priority > me.c.priority,
                    sa.and_(J.c.priority == me.c.priority,
                            J.c.creation_time < me.c.creation_time)))
         with self.engine.connect() as conn:
-            return conn.execute(stmt).scalar_one()
+            return conn.execute(stmt, {"now": timeutil.now()}).scalar_one()
 
     def recent_run_seconds(self, service: str, limit: int = 20) -> list[float]:
         """Run times of the service's latest completed jobs (for quotes)."""

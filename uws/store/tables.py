@@ -44,6 +44,7 @@ job = Table(
     # The batch that created the job, if any (uws_batch.id).  No foreign key: SQLite
     # cannot add one to an existing table, and a batch is deleted after its jobs.
     Column("batch_id", String(32)),
+    Column("start_after", DateTime),     # STARTAFTER, or a retry's backoff: not claimed before
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -72,6 +73,16 @@ batch = Table(
 # An owner's batches, newest first; unscoped (administrator) lists.
 Index("ix_uws_batch_list", batch.c.service, batch.c.owner, batch.c.creation_time, batch.c.id)
 Index("ix_uws_batch_all", batch.c.service, batch.c.creation_time, batch.c.id)
+
+# The failed attempts of a job that was run again (automatic retries), in order.
+attempt = Table(
+    "uws_attempt", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("end_time", DateTime, nullable=False),
+    Column("error_type", String(16), nullable=False),
+    Column("error_message", Text, nullable=False),
+)
 
 parameter = Table(
     "uws_parameter", metadata,

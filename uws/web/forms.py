@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import timeutil
+from .. import queueing, timeutil
 from ..errors import BadRequest
 from ..jobs import parse_duration
 from ..model import check_run_id
@@ -125,7 +125,9 @@ def control_errors(control: dict[str, list[str]]) -> dict[str, str]:
     """Problems of the job-control fields, by name."""
     errors = {}
     for name, check in (("EXECUTIONDURATION", _check_duration),
-                        ("DESTRUCTION", _check_destruction)):
+                        ("DESTRUCTION", _check_destruction),
+                        ("STARTAFTER", queueing.parse_start_after),
+                        ("PRIORITY", queueing.parse_priority)):
         for value in control.get(name, []):
             try:
                 check(value)

@@ -37,7 +37,7 @@ from .paging import phase_value
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
-JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID"})
+JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID", "PRIORITY", "STARTAFTER"})
 
 
 def caller() -> Caller:
@@ -75,7 +75,7 @@ def get_job(service: str, job_id: str):
         job = api.wait(service, job_id, _wait_seconds(wait), _wait_phase(), caller())
     links = _links(service, job_id)
     return choose(lambda: xml(xmlr.job_document(job, links)),
-                  lambda: json_response(jsonr.job(job, links)), lambda: pages.job_page(job))
+                  lambda: json_response(jsonr.job(job, links)), lambda: pages.job_page(job, caller()))
 
 
 def _wait_seconds(text_value: str) -> int:
@@ -104,11 +104,15 @@ def post_job(service: str, job_id: str):
     # Every control value is checked before anything changes: a 400 changes nothing.
     phase = _phase_word(single(control, "PHASE"))
     run_id = single(control, "RUNID")
+    schedule = api.schedule(service, single(control, "PRIORITY"),
+                            single(control, "STARTAFTER"), caller())
     files = uploads()
     if pairs or files or run_id is not None:
         api.update_parameters(service, job_id, pairs, files, caller(), run_id)
     else:
         _job(service, job_id)   # 404/403 even for an empty POST
+    if not schedule.empty:
+        api.reschedule(service, job_id, schedule, caller())
     if phase is not None:
         _change_phase(service, job_id, phase)
     return _back_to_job(service, job_id)

@@ -31,7 +31,8 @@ from .negotiation import NEGOTIATED, choose, wants_html, wants_json
 
 bp = Blueprint("joblist", __name__)
 
-CREATE_CONTROL = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION"})
+CREATE_CONTROL = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "PRIORITY",
+                            "STARTAFTER"})
 COUNT_HEADER = "X-Job-Count"
 
 
@@ -101,7 +102,9 @@ def _control(control: dict) -> Control:
         raise BadRequest(f"PHASE: only RUN may be given at creation, not {phase!r}")
     return Control(run=phase is not None, run_id=single(control, "RUNID"),
                    execution_duration=single(control, "EXECUTIONDURATION"),
-                   destruction=single(control, "DESTRUCTION"))
+                   destruction=single(control, "DESTRUCTION"),
+                   priority=single(control, "PRIORITY"),
+                   start_after=single(control, "STARTAFTER"))
 
 
 def _create_from_browser(service: str, control: dict, pairs):

@@ -54,6 +54,12 @@ class JobView:
     def parameters_editable(self) -> bool:
         return self.job.phase is Phase.PENDING
 
+    def priority_editable(self, admin: bool) -> bool:
+        """An owner sets the priority while PENDING; an administrator until it starts."""
+        if admin:
+            return self.job.phase in (Phase.PENDING, Phase.QUEUED, Phase.HELD)
+        return self.job.phase is Phase.PENDING
+
     @property
     def shows_progress(self) -> bool:
         return self.job.start_time is not None or self.job.progress is not None

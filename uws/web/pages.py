@@ -30,10 +30,11 @@ def index_page() -> Response:
     return render("index.html", services=jobs_api().config.services.values())
 
 
-def job_page(job) -> Response:
+def job_page(job, caller) -> Response:
     view = JobView(job, Links(job_url(job.service, job.id)))
     svc = jobs_api().service(job.service)
-    return render("job.html", view=view, fields=forms.fields(svc, view.parameter_values()))
+    return render("job.html", view=view, fields=forms.fields(svc, view.parameter_values()),
+                  service=svc, admin=caller.admin)
 
 
 def service_page(service: str, caller, values=None, errors=None, status: int = 200) -> Response:
@@ -43,6 +44,7 @@ def service_page(service: str, caller, values=None, errors=None, status: int = 2
     page, refs = listpage.load(api, service, f"{base_url()}{service}", caller)
     return render("service.html", status=status, service=svc, page=page, jobs=refs,
                   progress=_progress_of(api, service, refs, caller),
+                  priorities=api.priorities(service, [ref.id for ref in refs], caller),
                   fields=forms.fields(svc, values, errors), values=values or {},
                   errors=errors or {})
 
