@@ -23,6 +23,7 @@ from ..services import Quota
 from . import counts, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
+from .events import EventQueries, record
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -34,13 +35,14 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, RunningQueries, ListQueries):
+class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
+        # see uws.store.changes; the event log in every process that changes jobs
+        self.change_hooks: list[ChangeHook] = [record]
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 
@@ -93,6 +95,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
                 raise OverQuota("jobs", quota.jobs)
             if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
+        self._changed(job.id)       # event streams follow creations too
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
