@@ -114,8 +114,9 @@ class Reader:
             kind, item = self.next_item()
             assert kind != "end", f"the stream ended after {out}"
             if kind == "event":
-                assert item["event"] == "phase"
                 data = json.loads(item["data"])
+                phase_change = data["oldPhase"] != data["newPhase"]
+                assert item["event"] == ("phase" if phase_change else "progress")
                 assert str(data["id"]) == item["id"]
                 out.append(data)
         return out
@@ -257,6 +258,43 @@ def test_shutdown_ends_open_streams_promptly(served):
     stream = Reader(f"{url}/sleep/events", user("alice"))
     app.extensions["uws_events"].stop()
     assert stream.ended(timeout=3)
+
+
+def _executing(app, url: str) -> str:
+    """A job moved to EXECUTING as a worker would (the app runs none)."""
+    job = post_job(url, PHASE="RUN")
+    assert app.extensions["uws"].store.claim_next("test:1", ["sleep"], 30) == job
+    return job
+
+
+def test_progress_reports_are_events_at_most_one_per_job_every_few_seconds(served):
+    app, url = served()
+    app.extensions["uws_events"].heartbeat = 0.3
+    stream = Reader(f"{url}/sleep/events", user("alice"))
+    job = _executing(app, url)
+    store = app.extensions["uws"].store
+    store.set_progress(job, 10.0, "a tenth")
+    store.set_progress(job, 20.0, "a fifth")      # too soon after the first: not logged
+    seen = stream.events(4)
+    assert seen[-1]["jobId"] == job and seen[-1]["progress"] == 10.0
+    assert (seen[-1]["oldPhase"], seen[-1]["newPhase"]) == ("EXECUTING", "EXECUTING")
+    assert stream.events_until_heartbeat() == []
+    stream.close()
+
+
+def test_a_progress_event_does_not_end_a_wait(served):
+    app, url = served()
+    job = _executing(app, url)
+    answer: list = []
+    waiter = threading.Thread(target=lambda: answer.append(requests.get(
+        f"{url}/sleep/{job}?WAIT=2", headers=user("alice"), timeout=TIMEOUT)))
+    started = time.monotonic()
+    waiter.start()
+    wait_for(lambda: app.extensions["uws"].watch.waiting == 1, timeout=5)
+    app.extensions["uws"].store.set_progress(job, 50.0, "half")
+    waiter.join(TIMEOUT)
+    assert answer[0].status_code == 200
+    assert time.monotonic() - started >= 1.9      # the whole WAIT, the phase unchanged
 
 
 # -- bounds ----------------------------------------------------------------------------------

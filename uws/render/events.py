@@ -17,10 +17,11 @@ def event(e: JobEvent) -> dict[str, Any]:
 
 
 def sse(e: JobEvent) -> bytes:
-    """One event of a stream: its id (what Last-Event-ID resumes after), its type, its data
-    (JSON on one line)."""
+    """One event of a stream: its id (what Last-Event-ID resumes after), its type
+    (``phase``, or ``progress`` for a progress report), its data (JSON on one line)."""
     data = json.dumps(event(e), ensure_ascii=False, separators=(",", ":"))
-    return f"id: {e.seq}\nevent: phase\ndata: {data}\n\n".encode()
+    kind = "progress" if e.old_phase == e.new_phase else "phase"
+    return f"id: {e.seq}\nevent: {kind}\ndata: {data}\n\n".encode()
 
 
 def retry(milliseconds: int) -> bytes:

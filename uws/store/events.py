@@ -16,6 +16,9 @@ sorts after what was delivered.  A reader that finds rows held back that way
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
+from collections import OrderedDict
 
 import sqlalchemy as sa
 
@@ -29,6 +32,11 @@ _XID = sa.cast(sa.cast(sa.func.pg_current_xact_id(), sa.Text), sa.BigInteger)
 # the oldest transaction still in flight, in the reading statement's own snapshot
 _XMIN = sa.cast(sa.cast(sa.func.pg_snapshot_xmin(sa.func.pg_current_snapshot()), sa.Text),
                 sa.BigInteger)
+#: seconds between two progress events of one job, at least (reports come every 0.2 s)
+PROGRESS_INTERVAL = 5.0
+#: what a progress event NOTIFYs and tells the store's listeners: readers of the log
+#: wake, while no WAIT is waiting for such a key (progress is no change of phase)
+PROGRESS_KEY = "progress:"
 _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
             E.c.old_phase, E.c.new_phase, E.c.progress)
 
@@ -44,6 +52,41 @@ def record(conn: sa.Connection, change: Change) -> None:
         old_phase=change.old, new_phase=change.new))
     if postgres:
         announce(conn, change.job_id)
+
+
+def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,
+                    percent: float | None) -> None:
+    """Log a progress report of an EXECUTING job (old and new phase both EXECUTING)."""
+    postgres = conn.dialect.name == "postgresql"
+    conn.execute(E.insert().values(
+        xid=_XID if postgres else 0, time=timeutil.now(), service=service, owner=owner,
+        job_id=job_id, old_phase="EXECUTING", new_phase="EXECUTING", progress=percent))
+    if postgres:
+        announce(conn, PROGRESS_KEY + job_id)
+
+
+class ProgressThrottle:
+    """Whether a job's progress report is due to be logged: at most one per job every
+    :data:`PROGRESS_INTERVAL` seconds.  In memory: one process writes a job's progress
+    (its executor), and forgetting a job (past ``size`` jobs) only logs one more."""
+
+    def __init__(self, interval: float = PROGRESS_INTERVAL, size: int = 10000):
+        self._interval = interval
+        self._size = size
+        self._last: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def due(self, job_id: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(job_id)
+            if last is not None and now - last < self._interval:
+                return False
+            self._last[job_id] = now
+            self._last.move_to_end(job_id)
+            if len(self._last) > self._size:
+                self._last.popitem(last=False)
+            return True
 
 
 class EventQueries:

@@ -23,7 +23,7 @@ from ..services import Quota
 from . import counts, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
-from .events import EventQueries, record
+from .events import PROGRESS_KEY, EventQueries, ProgressThrottle, record, record_progress
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -43,6 +43,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
         self.listener: ChangeListener | None = None
         # see uws.store.changes; the event log in every process that changes jobs
         self.change_hooks: list[ChangeHook] = [record]
+        self.progress_events = ProgressThrottle()
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 
@@ -238,8 +239,19 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
         return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
 
     def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
-        """While the job is EXECUTING (a late report of a finished job is dropped)."""
-        self._set_while(job_id, {Phase.EXECUTING}, progress=percent, progress_message=message)
+        """While the job is EXECUTING (a late report of a finished job is dropped).
+        Logged as an event too, at most every few seconds per job."""
+        stmt = (J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
+                .values(progress=percent, progress_message=message)
+                .returning(J.c.service, J.c.owner))
+        logged = False
+        with self.engine.begin() as conn:
+            row = conn.execute(stmt).first()
+            if row is not None and self.progress_events.due(job_id):
+                record_progress(conn, job_id, row.service, row.owner, percent)
+                logged = True
+        if logged:
+            self._changed(PROGRESS_KEY + job_id)
 
     def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
         stmt = (J.update().where(J.c.id == job_id,
