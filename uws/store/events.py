@@ -34,24 +34,25 @@ _XMIN = sa.cast(sa.cast(sa.func.pg_snapshot_xmin(sa.func.pg_current_snapshot()),
                 sa.BigInteger)
 #: seconds between two progress events of one job, at least (reports come every 0.2 s)
 PROGRESS_INTERVAL = 5.0
-#: what a progress event NOTIFYs and tells the store's listeners: readers of the log
-#: wake, while no WAIT is waiting for such a key (progress is no change of phase)
-PROGRESS_KEY = "progress:"
+#: what a transaction writing events NOTIFYs (once: PostgreSQL sends one notification
+#: per payload and transaction) and tells the store's listeners: readers of the log wake,
+#: while no WAIT waits for it (it is no job id; a creation or a progress report must not
+#: end a WAIT that started after it)
+EVENTS_KEY = "events"
 _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
             E.c.old_phase, E.c.new_phase, E.c.progress)
 
 
 def record(conn: sa.Connection, change: Change) -> None:
-    """The change hook: log ``change``.  On PostgreSQL also NOTIFY its job id, so
-    that readers in every process wake at the commit (creations included;
-    PostgreSQL sends one notification per payload and transaction)."""
+    """The change hook: log ``change``.  On PostgreSQL also NOTIFY, so that readers in
+    every process wake at the commit."""
     postgres = conn.dialect.name == "postgresql"
     conn.execute(E.insert().values(
         xid=_XID if postgres else 0, time=timeutil.now(), service=change.service,
         owner=change.owner, job_id=change.job_id, batch_id=change.batch_id,
         old_phase=change.old, new_phase=change.new))
     if postgres:
-        announce(conn, change.job_id)
+        announce(conn, EVENTS_KEY)
 
 
 def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,
@@ -62,7 +63,7 @@ def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,
         xid=_XID if postgres else 0, time=timeutil.now(), service=service, owner=owner,
         job_id=job_id, old_phase="EXECUTING", new_phase="EXECUTING", progress=percent))
     if postgres:
-        announce(conn, PROGRESS_KEY + job_id)
+        announce(conn, EVENTS_KEY)
 
 
 class ProgressThrottle:

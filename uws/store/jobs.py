@@ -23,7 +23,7 @@ from ..services import Quota
 from . import counts, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
-from .events import PROGRESS_KEY, EventQueries, ProgressThrottle, record, record_progress
+from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -96,7 +96,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
                 raise OverQuota("jobs", quota.jobs)
             if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
-        self._changed(job.id)       # event streams follow creations too
+        self._changed(EVENTS_KEY)       # event streams follow creations too
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
@@ -251,7 +251,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
                 record_progress(conn, job_id, row.service, row.owner, percent)
                 logged = True
         if logged:
-            self._changed(PROGRESS_KEY + job_id)
+            self._changed(EVENTS_KEY)
 
     def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
         stmt = (J.update().where(J.c.id == job_id,
