@@ -408,6 +408,13 @@ def test_a_deletion_is_an_event_with_no_new_phase(served):
                                                              ("PENDING", None)]
 
 
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_events_are_read_only(served, method):
+    app, url = served()
+    r = getattr(client_of(app), method)("/sleep/events", headers=user("alice"))
+    assert r.status_code == 405 and "GET" in r.headers["Allow"]
+
+
 def test_an_unknown_service_has_no_events(served):
     app, url = served()
     r = client_of(app).get("/nosuch/events", headers=user("alice"))

@@ -161,9 +161,13 @@ class EventFeed:
                disconnected: Callable[[], bool] = lambda: False) -> Stream:
         """A stream of events from ``at`` (from now when None) then live.  Raises
         TooManyStreams past the server's or the caller's bound."""
-        if at is None:
-            at = Position(after=self.last_event_id(service, scope))
         self._enter(caller.owner)
+        try:
+            if at is None:
+                at = Position(after=self.last_event_id(service, scope))
+        except BaseException:
+            self._leave(caller.owner)
+            raise
         return Stream(self, service, scope, at, caller.owner, disconnected)
 
     @property
@@ -213,7 +217,7 @@ class Stream:
         end = now + feed.config.event_stream_seconds
         beat = now + feed.heartbeat
         try:
-            while not bell.stopped:
+            while not bell.stopped and time.monotonic() < end:
                 mark = bell.mark()      # a change committed after it is read below
                 page = feed.store.events_after(self._service, self._scope, self._at.after,
                                                self._at.since, MAX_PAGE)

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from .. import events as ev
 from ..errors import BadRequest
@@ -34,6 +35,13 @@ def events(service: str):
     if query_value("latest") is not None:
         return _latest(feed, service, scope)
     return _page(feed, service, scope)
+
+
+@bp.route("/<service>/events", methods=["POST", "PUT", "DELETE", "PATCH"])
+@service_view
+def events_read_only(service: str):
+    """405, rather than the job route's 404 for a job named "events"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD"])
 
 
 def _wants_stream() -> bool:
