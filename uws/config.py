@@ -60,6 +60,12 @@ class Config:
     send_timeout: int = _setting("server", 30, min=1, max=3600)     # a client that reads nothing
     # request bodies being received at once (0 = the larger of 1 GiB and 4 bodies)
     max_buffered_bytes: int = _setting("server", 0, min=0)
+    # Job events (uws.events): open streams (0 = a quarter of threads), per owner,
+    # how long one lasts (clients then resume), and how long events are kept.
+    event_streams: int = _setting("server", 0, min=0, max=100_000)
+    event_streams_per_owner: int = _setting("server", 4, min=1, max=100_000)
+    event_stream_seconds: int = _setting("server", 300, min=1, max=86400)
+    event_retention: int = _setting("server", 7 * 86400, min=60, max=10 * 366 * 86400)
     executor: str = _setting("executor", "local", key="kind", choices=EXECUTORS)
     slots: int = _setting("executor", factory=lambda: os.cpu_count() or 1, min=1, max=4096)
     # kind = "celery": the broker front ends publish to and workers consume from
@@ -83,6 +89,10 @@ class Config:
     def buffer_limit(self) -> int:
         """Request-body bytes waitress may buffer at once, all connections together."""
         return self.max_buffered_bytes or max(1 << 30, 4 * self.max_body_bytes)
+
+    @property
+    def event_stream_limit(self) -> int:
+        return self.event_streams or max(self.threads // 4, 1)
 
     @property
     def waiter_limit(self) -> int:

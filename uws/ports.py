@@ -11,11 +11,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from .model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from .phases import Phase
 from .services import Quota, Service
+
+if TYPE_CHECKING:       # uws.events reads these ports itself
+    from .events import EventPage
 
 
 class JobStore(Protocol):
@@ -84,6 +87,7 @@ class RunStore(JobStore, Protocol):
     def lost_leases(self, now: dt.datetime) -> list[tuple[str, str, str | None]]: ...
     def leases_of(self, worker_prefix: str) -> list[tuple[str, str, str]]: ...
     def expired(self, now: dt.datetime, limit: int = 500) -> list[tuple[str, str]]: ...
+    def prune_events(self, before: dt.datetime, chunk: int) -> int: ...
 
 
 class Usage(Protocol):
@@ -150,6 +154,15 @@ class ChangeSink(Protocol):
         """Whether changes are being pushed now (False: the sink must look itself)."""
 
 
+class EventStore(Protocol):
+    """The event log (:mod:`uws.store.events`), read for :class:`uws.events.EventFeed`."""
+
+    def events_after(self, service: str, owner: str | None, after: int | None,
+                     since: dt.datetime | None, limit: int) -> EventPage: ...
+    def last_event_id(self, service: str, owner: str | None) -> int: ...
+    def latest_events(self, service: str, owner: str | None, limit: int) -> EventPage: ...
+
+
 class Settings(Protocol):
     """The parts of :class:`uws.config.Config` the use cases read."""
 
@@ -165,3 +178,11 @@ class Settings(Protocol):
     def broker_url(self) -> str: ...
     @property
     def queue(self) -> str: ...
+    @property
+    def event_stream_limit(self) -> int: ...
+    @property
+    def event_streams_per_owner(self) -> int: ...
+    @property
+    def event_stream_seconds(self) -> int: ...
+    @property
+    def event_retention(self) -> int: ...

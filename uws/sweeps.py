@@ -6,6 +6,7 @@ processes may run them against one database at once.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -17,6 +18,8 @@ from .model import ErrorSummary
 from .ports import Executor, Files, RunStore, Settings
 
 log = logging.getLogger(__name__)
+PRUNE_CHUNK = 1000      # events deleted per transaction
+PRUNE_CHUNKS = 100      # transactions per run, at most (the next run goes on)
 
 
 class Sweeps:
@@ -62,6 +65,18 @@ class Sweeps:
         if self.store.mark_aborted(job_id, reason=ErrorSummary(
                 "transient", "the job reached its destruction time")):
             self.executor.abort(job_id)
+
+    def prune_events(self) -> int:
+        """Forget events older than ``event_retention``, in bounded chunks (each its own
+        short transaction); how many went."""
+        before = timeutil.now() - dt.timedelta(seconds=self.config.event_retention)
+        pruned = 0
+        for _ in range(PRUNE_CHUNKS):
+            n = self.store.prune_events(before, PRUNE_CHUNK)
+            pruned += n
+            if n < PRUNE_CHUNK:
+                break
+        return pruned
 
     def recover_lost(self) -> None:
         """EXECUTING jobs whose lease expired lost their worker."""

@@ -10,6 +10,8 @@ several renewals, and the sweeps run well within the delays UWS clients see.
 DEADLINE_SWEEP = 0.25
 #: how often jobs past their destruction time are looked for
 DESTRUCTION_SWEEP = 0.5
+#: how often events older than event_retention are deleted
+EVENT_PRUNE_SWEEP = 60.0
 #: how often expired leases (jobs whose worker died) are looked for
 LOST_LEASE_SWEEP = 5.0
 

@@ -24,6 +24,7 @@ from ..services import Quota
 from . import counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
+from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -36,13 +37,15 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, RunningQueries, ListQueries):
+class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
+        # see uws.store.changes; the event log in every process that changes jobs
+        self.change_hooks: list[ChangeHook] = [record]
+        self.progress_events = ProgressThrottle()
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
@@ -109,6 +112,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
                 raise OverQuota("jobs", quota.jobs)
             if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
+        self._changed(EVENTS_KEY)       # event streams follow creations too
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
@@ -277,8 +281,19 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
             return {job_id: level for job_id, level in conn.execute(stmt)}
 
     def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
-        """While the job is EXECUTING (a late report of a finished job is dropped)."""
-        self._set_while(job_id, {Phase.EXECUTING}, progress=percent, progress_message=message)
+        """While the job is EXECUTING (a late report of a finished job is dropped).
+        Logged as an event too, at most every few seconds per job."""
+        stmt = (J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
+                .values(progress=percent, progress_message=message)
+                .returning(J.c.service, J.c.owner))
+        logged = False
+        with self.engine.begin() as conn:
+            row = conn.execute(stmt).first()
+            if row is not None and self.progress_events.due(job_id):
+                record_progress(conn, job_id, row.service, row.owner, percent)
+                logged = True
+        if logged:
+            self._changed(EVENTS_KEY)
 
     def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
         stmt = (J.update().where(J.c.id == job_id,

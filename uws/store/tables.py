@@ -133,3 +133,26 @@ job_count = Table(
     Column("slot", SmallInteger, primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
+
+# Every change of a job's existence or phase, written in the changing transaction
+# (uws/store/events.py).  ``seq`` is the event id; ``xid`` the writing PostgreSQL
+# transaction (0 on SQLite), which orders the log as it becomes visible.  Readers
+# of one service (and owner) walk it in (xid, seq) order; pruning goes by time.
+event = Table(
+    "uws_event", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("xid", BigInteger, nullable=False),
+    Column("time", DateTime, nullable=False),
+    Column("service", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("job_id", String(32), nullable=False),
+    Column("batch_id", String(32)),
+    Column("old_phase", String(16)),     # None: the job was created
+    Column("new_phase", String(16)),     # None: the job was deleted
+    Column("progress", Float),
+    sqlite_autoincrement=True,           # ids are never reused after pruning
+)
+Index("ix_uws_event_owner", event.c.service, event.c.owner, event.c.xid, event.c.seq)
+Index("ix_uws_event_service", event.c.service, event.c.xid, event.c.seq)
+Index("ix_uws_event_time", event.c.time)

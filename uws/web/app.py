@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
 from ..errors import BadRequest, Forbidden, UWSError
+from ..events import Bell, EventFeed, Sinks
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
 from ..files import JobFiles, make_private_dir
@@ -21,7 +22,7 @@ from ..scheduler import start_scheduler
 from ..store import Store
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import batches, identity, job, joblist, pages, static, vosi
+from . import batches, events, identity, job, joblist, pages, static, vosi
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
@@ -41,10 +42,11 @@ def create_app(config=None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
     app.request_class = UWSRequest
-    app.extensions["uws"] = _build(cfg)
+    app.extensions["uws"], app.extensions["uws_events"] = _build(cfg)
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
     batches.install(app, app.extensions["uws"])
+    app.register_blueprint(events.bp)
     app.register_blueprint(job.bp)
     app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
@@ -76,7 +78,7 @@ def _as_config(config) -> config_mod.Config:
     return config_mod.load(config or os.environ.get("UWS_CONFIG") or None)
 
 
-def _build(cfg: config_mod.Config) -> Jobs:
+def _build(cfg: config_mod.Config) -> tuple[Jobs, EventFeed]:
     if cfg.executor not in config_mod.EXECUTORS:     # a Config made in code, not loaded
         raise config_mod.ConfigError(f"executor.kind: {cfg.executor!r} is not one of "
                                      f"{', '.join(config_mod.EXECUTORS)}")
@@ -84,8 +86,10 @@ def _build(cfg: config_mod.Config) -> Jobs:
     store = Store(cfg.db_url, pool_size=min(cfg.threads, 32))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)
-    store.listeners.append(watch.notify)
-    store.listen(watch)     # on PostgreSQL: other processes' changes too, without polling
+    bell = Bell()       # wakes event streams as watch wakes WAITs
+    store.listeners.extend((watch.notify, bell.notify))
+    # on PostgreSQL: other processes' changes too, without polling
+    store.listen(Sinks(watch, bell))
     executor: Executor
     if cfg.executor == "local":
         executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
@@ -94,7 +98,8 @@ def _build(cfg: config_mod.Config) -> Jobs:
         executor = CeleryExecutor(config=cfg, store=store)
     else:
         executor = NullExecutor()
-    return Jobs(config=cfg, store=store, files=files, executor=executor, watch=watch)
+    return (Jobs(config=cfg, store=store, files=files, executor=executor, watch=watch),
+            EventFeed(config=cfg, store=store, bell=bell))
 
 
 def shutdown(app: Flask) -> None:
@@ -104,6 +109,7 @@ def shutdown(app: Flask) -> None:
     scheduler = app.extensions.get("uws_scheduler")
     if scheduler is not None:
         scheduler.shutdown(wait=True)
+    app.extensions["uws_events"].stop()
     api.executor.stop()
     api.watch.stop()
     api.store.close()
