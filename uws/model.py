@@ -122,6 +122,7 @@ class Job:
     progress_message: str | None = None
     parameters: list[Parameter] = dataclasses.field(default_factory=list)
     results: list[Result] = dataclasses.field(default_factory=list)
+    held: str | None = None         # while HELD: why (shown in jobInfo)
 
     def parameter_values(self, name: str) -> list[str]:
         return [p.value for p in self.parameters if p.name == name]

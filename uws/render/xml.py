@@ -121,6 +121,11 @@ def progress_info(parent, job: Job, now) -> None:
         el.text = xml_text(job.progress_message)
 
 
+def held_info(parent, why: str) -> None:
+    """``<info:held>``: why a HELD job waits (an administrative hold, its owner's quota)."""
+    etree.SubElement(parent, "{%s}held" % INFO_NS, nsmap={"info": INFO_NS}).text = xml_text(why)
+
+
 def job_document(job: Job, links: Links, now=None) -> bytes:
     root = _root("job")
     _sub(root, "jobId", job.id)
@@ -138,8 +143,13 @@ def job_document(job: Job, links: Links, now=None) -> bytes:
     _results(root, job, links)
     if job.error is not None:
         _error(root, job)
-    if job.progress is not None or job.start_time is not None:
-        progress_info(etree.SubElement(root, _U + "jobInfo"), job, now or timeutil.now())
+    running = job.progress is not None or job.start_time is not None
+    if running or job.held:
+        info = etree.SubElement(root, _U + "jobInfo")
+        if running:
+            progress_info(info, job, now or timeutil.now())
+        if job.held:
+            held_info(info, job.held)
     return _tostring(root)
 
 

@@ -23,6 +23,7 @@ from ..services import Quota
 from . import counts, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
+from .holds import HoldQueries
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -34,13 +35,14 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, RunningQueries, ListQueries):
+class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
         self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
+        self.change_hooks.append(self.release_quota_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 

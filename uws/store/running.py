@@ -50,6 +50,7 @@ _CLAIM = (J.update()
 class RunningQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
+    hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
 
     def _announce(self, conn: sa.Connection, job_id: str) -> None:
         raise NotImplementedError
@@ -92,7 +93,8 @@ class RunningQueries:
         running fewest jobs, then the one waiting longest; that owner's next job
         (priority, then oldest) is claimed.  ``running_cap(service, owner)``
         (0 = none) bounds the jobs an owner runs at once in a service; an owner
-        at its cap keeps its jobs QUEUED until one of its running jobs ends.
+        at its cap has its queued jobs HELD until one of its running jobs ends
+        (see uws.store.holds).
         """
         services = list(services)
         with self.engine.connect() as conn:
@@ -106,6 +108,7 @@ class RunningQueries:
         for _, count, _, service, owner in order:
             cap = running_cap(service, owner) if running_cap else 0
             if cap and count >= cap:
+                self.hold_for_quota(service, owner, cap)    # HELD until a slot frees
                 continue
             job_id = self._claim_of(worker, service, owner, lease_seconds, cap)
             if job_id is not None:

@@ -41,6 +41,7 @@ job = Table(
     Column("lease_owner", String(64)),
     Column("lease_expires", DateTime),
     Column("deadline", DateTime),        # start + execution duration, while EXECUTING
+    Column("held_for", String(8)),       # while HELD: "hold" (administrative) or "quota"
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -102,4 +103,15 @@ job_count = Table(
     Column("phase", String(16), primary_key=True),
     Column("slot", SmallInteger, primary_key=True),
     Column("n", BigInteger, nullable=False),
+)
+
+# Administrative holds (uws/store/holds.py): while one applies to a service (owner
+# "*") or to one owner of it, PHASE=RUN moves that owner's PENDING jobs to HELD.
+hold = Table(
+    "uws_hold", metadata,
+    Column("service", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),    # "*" = every owner
+    Column("who", String(255), nullable=False),
+    Column("created", DateTime, nullable=False),
+    Column("reason", Text, nullable=False),
 )

@@ -21,7 +21,7 @@ from ..scheduler import start_scheduler
 from ..store import Store
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import identity, job, joblist, pages, static
+from . import holds, identity, job, joblist, pages, static
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, text
 from .negotiation import host_problem, wants_html
 from .passwords import RetryLater
@@ -46,6 +46,7 @@ def create_app(config=None) -> Flask:
     app.register_blueprint(joblist.bp)
     app.register_blueprint(job.bp)
     app.register_blueprint(static.bp)
+    holds.install(app)
     pages.install(app)
     identity.install(app)
     _error_handlers(app)
