@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import requests
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
@@ -21,6 +22,9 @@ from uws.resources import schemas_dir
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
+from test_distributed import RABBITMQ, Cluster, _need, runs_of
+from test_distributed import create as cluster_create
+from test_distributed import phase as cluster_phase
 from test_store_races import race
 from uwshelp import wait_for
 
@@ -353,3 +357,31 @@ def test_two_front_ends_sharing_the_database_keep_the_cap_and_complete_all(make_
     race(*[(lambda a=a: submit(a)) for a in apis])
     most, done = _most_executing(apis[0], ids, timeout=60)
     assert done and most <= 2
+
+
+def test_celery_workers_keep_an_owner_to_its_cap_and_complete_every_job(tmp_path):
+    _need(5432, "PostgreSQL")
+    _need(5672, "RabbitMQ")
+    cluster = Cluster(tmp_path, RABBITMQ)
+    try:
+        capped = cluster.config.read_text().replace(
+            "max_execution_duration = 600", "max_execution_duration = 600\n"
+            "anonymous_max_running = 2")
+        cluster.config.write_text(capped)
+        front = cluster.front_end()
+        cluster.worker()
+        cluster.worker()        # four slots in all, for one owner allowed two
+        ids = [cluster_create(front, 0.3) for _ in range(10)]
+        most, deadline = 0, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            listing = requests.get(f"{front}/work?PHASE=EXECUTING", timeout=30).text
+            most = max(most, listing.count("<uws:jobref"))
+            finished = requests.get(f"{front}/work?PHASE=COMPLETED", timeout=30).text
+            if finished.count("<uws:jobref") == len(ids):
+                break
+            time.sleep(0.02)
+        assert {cluster_phase(front, i) for i in ids} == {"COMPLETED"}
+        assert most <= 2
+        assert max(runs_of(cluster).values()) == 1
+    finally:
+        cluster.stop()
