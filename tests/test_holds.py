@@ -385,3 +385,14 @@ def test_celery_workers_keep_an_owner_to_its_cap_and_complete_every_job(tmp_path
         assert max(runs_of(cluster).values()) == 1
     finally:
         cluster.stop()
+
+
+def test_quota_held_jobs_of_an_owner_under_its_cap_are_queued_again(idle):
+    """As after the cap was raised: the next claim releases them first."""
+    _, api = idle
+    ids = [api.create("s", [], {}, Control(run=True), ALICE) for _ in range(3)]
+    assert sorted(api.store.hold_for_quota("s", "alice", 0)) == sorted(ids)  # capped at none
+    claimed = api.store.claim_next("w", ["s"], 60, lambda service, owner: 2)
+    assert claimed == ids[0]
+    assert [api.get("s", i, ALICE).phase for i in ids] \
+        == [Phase.EXECUTING, Phase.QUEUED, Phase.HELD]

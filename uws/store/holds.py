@@ -12,6 +12,7 @@ transaction, so a slot that frees is never missed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -57,6 +58,14 @@ _RELEASE_ONE = (J.update()
                        J.c.phase == _HELD)
                 .values(phase=target(Event.RELEASE).value, held_for=None)
                 .returning(J.c.id))
+
+_SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
+_QUOTA_HELD = (sa.select(J.c.service, J.c.owner, sa.func.count())
+               .where(J.c.phase == _HELD, J.c.held_for == QUOTA, J.c.service.in_(_SERVICES))
+               .group_by(J.c.service, J.c.owner))
+_RUNNING = (sa.select(J.c.service, J.c.owner, sa.func.count())
+            .where(J.c.phase == _EXECUTING, J.c.service.in_(_SERVICES))
+            .group_by(J.c.service, J.c.owner))
 
 
 class HoldQueries:
@@ -184,16 +193,47 @@ class HoldQueries:
             self._changed(job_id)
         return held
 
+    def release_stragglers(self, services: list[str],
+                           running_cap: Callable[[str, str], int] | None) -> int:
+        """Queue again the quota-held jobs of owners now under their cap (the cap was
+        raised or removed, or their running jobs went without a trace); how many."""
+        with self.engine.connect() as conn:
+            held = conn.execute(_QUOTA_HELD, {"services": services}).all()
+            if not held:
+                return 0
+            running = {(s, o): n for s, o, n in conn.execute(_RUNNING, {"services": services})}
+        released = 0
+        for service, owner, waiting in held:
+            cap = running_cap(service, owner) if running_cap else 0
+            free = waiting if not cap else min(waiting, cap - running.get((service, owner), 0))
+            if free > 0:
+                released += self._release_some(service, owner, free)
+        return released
+
+    def _release_some(self, service: str, owner: str, count: int) -> int:
+        ids = []
+        with self.engine.begin() as conn:
+            for _ in range(count):
+                job_id = self._release_one(conn, service, owner)
+                if job_id is None:
+                    break
+                ids.append(job_id)
+        for job_id in ids:
+            self._changed(job_id)
+        return len(ids)
+
+    def _release_one(self, conn: sa.Connection, service: str, owner: str) -> str | None:
+        job_id = conn.execute(_RELEASE_ONE, {"_service": service, "_owner": owner}).scalar()
+        if job_id is not None:
+            self._record(conn, Change(job_id, service, owner, _HELD, _QUEUED))
+            self._announce(conn, job_id)
+        return job_id
+
     def release_quota_slot(self, conn: sa.Connection, change: Change) -> None:
         """Change hook: a running job that stops frees a slot for its owner's first
         quota-held job, queued again in the same transaction."""
-        if change.old != _EXECUTING or change.new == _EXECUTING:
-            return
-        job_id = conn.execute(_RELEASE_ONE, {"_service": change.service,
-                                             "_owner": change.owner}).scalar()
-        if job_id is not None:
-            self._record(conn, Change(job_id, change.service, change.owner, _HELD, _QUEUED))
-            self._announce(conn, job_id)
+        if change.old == _EXECUTING and change.new != _EXECUTING:
+            self._release_one(conn, change.service, change.owner)
 
 
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:

@@ -51,6 +51,7 @@ class RunningQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
+    release_stragglers: Callable[[list[str], Callable[[str, str], int] | None], int]
 
     def _announce(self, conn: sa.Connection, job_id: str) -> None:
         raise NotImplementedError
@@ -97,6 +98,7 @@ class RunningQueries:
         (see uws.store.holds).
         """
         services = list(services)
+        self.release_stragglers(services, running_cap)
         with self.engine.connect() as conn:
             heads = conn.execute(_QUEUED_OWNERS, {"services": services}).all()
             if not heads:
