@@ -144,10 +144,16 @@ class HoldQueries:
         no hold that still applies -> QUEUED.  The phase it moved to, or None when
         it did not move (not PENDING or HELD, still held, or no such job)."""
         postgres = self.engine.dialect.name == "postgresql"
+        key = {"_service": service, "_owner": owner, "_id": job_id}
         with self.engine.begin() as conn:
-            applying = _APPLYING.with_for_update(read=True) if postgres else _APPLYING
-            held = conn.execute(applying, {"_service": service, "_owner": owner}).first()
-            row = conn.execute(_LOCK_JOB[postgres], {"_id": job_id}).first()
+            if postgres:    # holds, then the job: the order a release takes them in
+                held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
+                row = conn.execute(_LOCK_JOB[True], key).first()
+            else:
+                # The write lock first: pysqlite runs a SELECT made before any write
+                # outside the transaction, where a release could slip in after it.
+                row = conn.execute(_LOCK_JOB[False], key).first()
+                held = conn.execute(_APPLYING, key).first()
             if row is None or row.owner != owner:
                 return None
             event = _run_event(Phase(row.phase), row.held_for, held is not None)

@@ -27,11 +27,14 @@ def upgrade() -> None:
         sa.Column("created", sa.DateTime, nullable=False),
         sa.Column("reason", sa.Text, nullable=False),
     )
-    with op.batch_alter_table("uws_job") as batch:
-        batch.add_column(sa.Column("held_for", sa.String(8)))
+    # A database made before migrations from this revision's tables has the column.
+    columns = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("uws_job")}
+    if "held_for" not in columns:
+        op.add_column("uws_job", sa.Column("held_for", sa.String(8)))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("uws_job") as batch:
-        batch.drop_column("held_for")
+    # Not batch mode: SQLite would copy uws_job and drop the original, and the drop
+    # would cascade to every job's parameters and results.  SQLite >= 3.35 drops it.
+    op.execute("ALTER TABLE uws_job DROP COLUMN held_for")
     op.drop_table("uws_hold")
