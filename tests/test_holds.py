@@ -396,3 +396,18 @@ def test_quota_held_jobs_of_an_owner_under_its_cap_are_queued_again(idle):
     assert claimed == ids[0]
     assert [api.get("s", i, ALICE).phase for i in ids] \
         == [Phase.EXECUTING, Phase.QUEUED, Phase.HELD]
+
+
+def test_a_page_answering_bad_credentials_still_renders(idle):
+    client, _ = idle
+    bad = {"Authorization": "Basic " + base64.b64encode(b"root:wrong").decode(),
+           "Accept": "text/html"}
+    assert client.get("/s/holds", headers=bad).status_code == 401
+
+
+def test_only_administrators_get_the_holds_link(idle):
+    client, _ = idle
+    def link(user):
+        page = client.get("/s", headers={**basic(user), "Accept": "text/html"}).data
+        return b'class="admin-link"' in page
+    assert (link("root"), link("alice")) == (True, False)

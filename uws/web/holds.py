@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, request
 
-from ..errors import BadRequest
+from ..errors import BadRequest, UWSError
 from ..holds import Holds
 from ..render import holds as render
 from . import identity, pages
@@ -65,5 +65,8 @@ def _holds_link() -> dict:
     service = (request.view_args or {}).get("service")
     if not service or service not in jobs_api().config.services:
         return {"holds_url": None}
-    admin = identity.current_caller().admin
+    try:
+        admin = identity.current_caller().admin
+    except UWSError:    # an error page for bad credentials: no administrator here
+        admin = False
     return {"holds_url": f"{base_url()}{service}/holds" if admin else None}
