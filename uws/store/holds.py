@@ -3,12 +3,13 @@ of queued jobs whose owner runs as many jobs as its service allows.  Mixed into
 Store, which provides ``engine``, ``_record``, ``_announce``, ``_changed`` and
 ``_serialise_owner``.
 
-Locks are always taken in the same order, holds before jobs: PHASE=RUN reads the
-holds that apply with ``FOR SHARE`` before it locks the job, and a release deletes
-its hold before it requeues the jobs, so the two never interleave (SQLite has one
-writer and needs nothing more).  A quota hold locks the owner's running jobs before
-holding its queued ones, and a running job's end releases a held one in its own
-transaction, so a slot that frees is never missed.
+On PostgreSQL locks are taken in one order, holds before jobs: PHASE=RUN reads
+the holds that apply ``FOR SHARE`` before it locks the job, and a release deletes
+its hold before it requeues the jobs, so the two never interleave.  On SQLite each
+starts with a write, taking the database's one write lock first.  A quota hold
+locks the owner's running jobs before holding its queued ones, and a running
+job's end releases a held one in its own transaction (a change hook), so a slot
+that frees is never missed.
 """
 from __future__ import annotations
 
