@@ -161,9 +161,10 @@ class HoldQueries:
             if event is None:
                 return None
             new = target(event)
-            conn.execute(J.update().where(_THE_JOB).values(
-                phase=new.value, held_for=STOPPED if new is Phase.HELD else None),
-                {"_id": job_id})
+            # the row is locked, so its phase is as read; the sources are checked anyway
+            moved = J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
+            conn.execute(moved.values(phase=new.value,
+                                      held_for=STOPPED if new is Phase.HELD else None), key)
             self._record(conn, Change(job_id, service, owner, row.phase, new.value))
             self._announce(conn, job_id)
         self._changed(job_id)
