@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+import lxml.html
 import pytest
 import requests
 from lxml import etree
@@ -203,6 +204,16 @@ def test_the_held_reason_is_shown_in_job_info(idle):
     path = new_job(client, "alice", run=True)
     doc = etree.fromstring(client.get(path, headers=basic("alice")).data)
     assert "database upgrade" in doc.find(f".//{INFO}").text
+
+
+def test_the_held_reason_is_on_the_job_page_as_written(idle):
+    client, _ = idle
+    post_holds(client, ACTION="HOLD", REASON="Moving to NEW disks")
+    path = new_job(client, "alice", run=True)
+    page = lxml.html.fromstring(client.get(path, headers={**basic("alice"),
+                                                          "Accept": "text/html"}).data)
+    (held,) = page.xpath('//*[@data-role="held"]//p')
+    assert held.text_content() == "Held by an administrator: Moving to NEW disks."
 
 
 def test_the_held_reason_is_in_the_json_job_info(idle):
