@@ -59,6 +59,7 @@ def test_an_administrator_holds_and_releases_and_the_held_job_completes(pages, s
     create_sleep(user, server, "0", "patient")
     phase_is(user, "HELD")
     assert "maintenance" in user.inner_text("[data-role=held]")
+    shot(user, "holds-02-held-job")
     assert not user.is_visible("a.admin-link")      # only administrators see the link
 
     admin.click("button:text-is('Release')")
