@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from test_browser import _context, browser  # noqa: F401  (fixtures)
 from uws.batches import BatchControl
+
+from test_browser import _context, browser  # noqa: F401  (fixtures)
 
 FINAL = ("completed", "failed", "partially failed", "aborted")
 

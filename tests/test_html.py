@@ -316,12 +316,12 @@ def test_pending_job_offers_run_abort_and_delete(client):
     assert shown == ["Run", "Abort", "Delete"]
 
 
-def test_finished_job_offers_only_delete(client):
+def test_finished_job_offers_only_repeat_and_delete(client):
     path = create(client, DURATION="0", PHASE="RUN")
     finish(client, path)
     doc = page(client.get(path, headers=HTML))
     shown = doc.xpath("//div[@class='actions']/form[not(@hidden)]//button/text()")
-    assert shown == ["Delete"]
+    assert shown == ["Repeat", "Delete"]
 
 
 def test_results_are_download_links_with_type_and_size(client):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services",
+DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services", "uws.holds",
                         "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
                         "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches"]
 

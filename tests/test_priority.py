@@ -9,14 +9,14 @@ import pytest
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
-from test_browser import _context
-from test_browser import browser as browser  # the Chromium fixture, shared
 from uws.auth import AuthConfig
 from uws.config import ConfigError
 from uws.queueing import ADMIN_PRIORITY_LIMIT
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, make_config
+from test_browser import _context
+from test_browser import browser as browser  # the Chromium fixture, shared
 from uwshelp import NS, path_of, wait_for
 
 Q = {"q": "urn:ivoa-uws-server:queue", **NS}

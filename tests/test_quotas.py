@@ -89,13 +89,13 @@ def test_each_owners_jobs_still_start_oldest_first(idle_api):
     assert claimed == alices
 
 
-def test_an_owner_at_its_running_cap_keeps_its_jobs_queued(idle_api):
+def test_an_owner_at_its_running_cap_has_its_further_jobs_held(idle_api):
     api = idle_api
     alices = queue(api, ALICE, 3)
     caps = lambda service, owner: 2 if owner == "alice" else 0     # noqa: E731
     assert [claim(api, caps) for _ in range(2)] == alices[:2]
     assert claim(api, caps) is None
-    assert api.store.get_job(alices[2], "s", None).phase is Phase.QUEUED
+    assert api.store.get_job(alices[2], "s", None).phase is Phase.HELD    # see test_holds
     bobs = queue(api, BOB)
     assert claim(api, caps) == bobs[0]      # others are not held up by alice's cap
 

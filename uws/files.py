@@ -89,6 +89,13 @@ class JobFiles:
             raise
         return staged
 
+    def stage_copy(self, source_id: str, job_id: str, name: str) -> Path:
+        """Stage a copy of another job's upload for ``job_id`` (REPEAT): a file of
+        its own, so deleting either job leaves the other's intact."""
+        opened, _ = self.open_upload(source_id, name)
+        with opened:
+            return self.stage_upload(job_id, name, opened)
+
     def install_upload(self, staged: Path, job_id: str, name: str) -> None:
         os.replace(staged, self.upload_path(job_id, name))
 

@@ -8,6 +8,7 @@ from typing import NoReturn
 
 from . import estimates, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
+from .holds import held_text
 from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
 from .phases import Phase
 from .ports import Executor, Files, JobStore, Settings, Watch
@@ -74,6 +75,10 @@ class Jobs:
             self._missing(service, job_id)
         if job.phase in phases.ACTIVE:
             job.quote = self._quote(job)
+        elif job.phase is Phase.HELD:
+            kind, reason = self.store.held_because(job.id)
+            cap = self.service(service).quota(job.owner).running
+            job.held = held_text(kind, reason, cap)
         return job
 
     def _quote(self, job: Job):
@@ -149,6 +154,47 @@ class Jobs:
             job.destruction = self._granted_destruction(service, job, control.destruction)
         try:
             job.parameters, staged = self._stage_values(job.id, values)
+        except BaseException:
+            self.files.remove(job.id)
+            raise
+        self._keep(service, job, staged, quota)
+        if control.run:
+            self.run(service.name, job.id, caller)
+        return job.id
+
+    def repeat(self, service_name: str, job_id: str, caller: Caller = ANONYMOUS,
+               run: bool = False) -> str:
+        """ACTION=REPEAT: a new PENDING job of the caller's (QUEUED or HELD with
+        ``run``) with the job's parameters, RUNID and uploads, copied; its id.
+        Raises NotFound, Forbidden (another owner's job, the caller's quota),
+        TooLarge (an upload past today's limit)."""
+        source = self.get(service_name, job_id, caller)
+        service = self.service(service_name)
+        quota = service.quota(caller.owner)
+        self._check_quota(service, caller.owner, quota)
+        now = timeutil.now()
+        job = Job(
+            id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
+            creation_time=now, run_id=source.run_id,
+            execution_duration=service.clamp_duration(source.execution_duration),
+            destruction=_destruction_default(service, now), parameters=list(source.parameters),
+        )
+        staged: dict = {}
+        try:
+            for p in source.parameters:
+                if p.is_upload:
+                    staged[p.name] = self.files.stage_copy(source.id, job.id, p.name)
+        except BaseException:
+            self.files.remove(job.id)
+            raise
+        self._keep(service, job, staged, quota)
+        if run:
+            self.run(service.name, job.id, caller)
+        return job.id
+
+    def _keep(self, service: Service, job: Job, staged: dict, quota) -> None:
+        """Install a new job's staged uploads and store it; on failure nothing is kept."""
+        try:
             stored = _staged_bytes(staged)
             self._install(job.id, staged)       # the job is not visible yet
             self.store.insert_job(job, quota, stored)
@@ -158,9 +204,6 @@ class Jobs:
         except BaseException:
             self.files.remove(job.id)
             raise
-        if control.run:
-            self.run(service.name, job.id, caller)
-        return job.id
 
     def _check_quota(self, service: Service, owner: str, quota, adding: int = 0,
                      new_jobs: int = 1) -> None:
@@ -200,15 +243,19 @@ class Jobs:
     # -- phase changes --------------------------------------------------------------
 
     def run(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:
-        """PHASE=RUN: queue a PENDING or HELD job (a no-op when it already runs).
+        """PHASE=RUN: queue a PENDING job, or hold it HELD while an administrative
+        hold applies to its owner (a no-op when it already runs or is held).
         Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
         self._phase(service, job_id, caller)
-        if self.store.mark_queued(job_id, caller.scope):
+        owner = caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
+        moved = self.store.run_job(job_id, service, owner) if owner is not None else None
+        if moved is Phase.QUEUED:
             self.executor.submit(job_id)
+        if moved is not None:
             return
         phase = self._phase(service, job_id, caller)
-        if phase in (Phase.QUEUED, Phase.EXECUTING, Phase.SUSPENDED):
-            return      # already running: RUN again is a no-op
+        if phase in (Phase.QUEUED, Phase.EXECUTING, Phase.SUSPENDED, Phase.HELD):
+            return      # already running, or held: RUN again is a no-op
         raise Forbidden(f"cannot run a job that is {phase.value}")
 
     def abort(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> None:

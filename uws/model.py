@@ -125,6 +125,7 @@ class Job:
     priority: int = 0               # higher is taken first from the queue
     start_after: dt.datetime | None = None     # not started before (STARTAFTER, retry backoff)
     past_errors: list[ErrorSummary] = dataclasses.field(default_factory=list)  # failed attempts
+    held: str | None = None         # while HELD: why (shown in jobInfo)
 
     @property
     def attempt(self) -> int:

@@ -43,7 +43,9 @@ class Event(str, enum.Enum):
     COMPLETE = "complete"  # work succeeded
     FAIL = "fail"          # work or the system failed
     ABORT = "abort"        # client PHASE=ABORT, duration exceeded, destruction
-    HOLD = "hold"          # server holds the job (administrator release later)
+    HOLD = "hold"          # server holds a queued job (its owner is at its running cap)
+    RUN_HELD = "run-held"  # client PHASE=RUN while an administrative hold applies
+    RELEASE = "release"    # the hold ended (released, or a running slot freed)
     SUSPEND = "suspend"
     RESUME = "resume"
     REQUEUE = "requeue"    # a lost worker's job, for services safe to retry
@@ -58,6 +60,8 @@ TRANSITIONS: dict[Event, tuple[frozenset[Phase], Phase]] = {
     Event.FAIL: (frozenset({P.PENDING, P.QUEUED, P.EXECUTING, P.HELD, P.SUSPENDED}), P.ERROR),
     Event.ABORT: (frozenset({P.PENDING, P.QUEUED, P.EXECUTING, P.HELD, P.SUSPENDED}), P.ABORTED),
     Event.HOLD: (frozenset({P.PENDING, P.QUEUED}), P.HELD),
+    Event.RUN_HELD: (frozenset({P.PENDING}), P.HELD),
+    Event.RELEASE: (frozenset({P.HELD}), P.QUEUED),
     Event.SUSPEND: (frozenset({P.EXECUTING}), P.SUSPENDED),
     Event.RESUME: (frozenset({P.SUSPENDED}), P.EXECUTING),
     Event.REQUEUE: (frozenset({P.EXECUTING}), P.QUEUED),

@@ -73,6 +73,8 @@ def job(job: Job, links: Links, now=None) -> dict[str, Any]:
         "errorSummary": error_summary(job),
         "jobInfo": {"progress": progress(job, now or timeutil.now()), "queue": queue(job)},
     }
+    if job.held:
+        doc["jobInfo"]["held"] = job.held
     return doc
 
 

@@ -137,6 +137,11 @@ def queue_info(parent, job: Job) -> None:
             xml_text(error.message)
 
 
+def held_info(parent, why: str) -> None:
+    """``<info:held>``: why a HELD job waits (an administrative hold, its owner's quota)."""
+    etree.SubElement(parent, "{%s}held" % INFO_NS, nsmap={"info": INFO_NS}).text = xml_text(why)
+
+
 def job_document(job: Job, links: Links, now=None) -> bytes:
     root = _root("job")
     _sub(root, "jobId", job.id)
@@ -158,6 +163,8 @@ def job_document(job: Job, links: Links, now=None) -> bytes:
     if job.progress is not None or job.start_time is not None:
         progress_info(info, job, now or timeutil.now())
     queue_info(info, job)
+    if job.held:
+        held_info(info, job.held)
     return _tostring(root)
 
 

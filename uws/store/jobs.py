@@ -25,6 +25,7 @@ from . import counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
+from .holds import HoldQueries
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
@@ -37,7 +38,7 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
+class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
@@ -46,6 +47,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, EventQueries):
         # see uws.store.changes; the event log in every process that changes jobs
         self.change_hooks: list[ChangeHook] = [record]
         self.progress_events = ProgressThrottle()
+        self.change_hooks.append(self.release_quota_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in

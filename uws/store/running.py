@@ -60,6 +60,8 @@ _CLAIM = (J.update()
 class RunningQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
+    hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
+    release_stragglers: Callable[[list[str], Callable[[str, str], int] | None], int]
 
     def _announce(self, conn: sa.Connection, job_id: str) -> None:
         raise NotImplementedError
@@ -102,9 +104,11 @@ class RunningQueries:
         running fewest jobs, then the one waiting longest; that owner's next job
         (priority, then oldest) is claimed.  ``running_cap(service, owner)``
         (0 = none) bounds the jobs an owner runs at once in a service; an owner
-        at its cap keeps its jobs QUEUED until one of its running jobs ends.
+        at its cap has its queued jobs HELD until one of its running jobs ends
+        (see uws.store.holds).
         """
         services = list(services)
+        self.release_stragglers(services, running_cap)
         with self.engine.connect() as conn:
             heads = conn.execute(_QUEUED_OWNERS, {"services": services,
                                                   "now": timeutil.now()}).all()
@@ -117,6 +121,7 @@ class RunningQueries:
         for _, count, _, service, owner in order:
             cap = running_cap(service, owner) if running_cap else 0
             if cap and count >= cap:
+                self.hold_for_quota(service, owner, cap)    # HELD until a slot frees
                 continue
             job_id = self._claim_of(worker, service, owner, lease_seconds, cap)
             if job_id is not None:

@@ -45,6 +45,7 @@ job = Table(
     # cannot add one to an existing table, and a batch is deleted after its jobs.
     Column("batch_id", String(32)),
     Column("start_after", DateTime),     # STARTAFTER, or a retry's backoff: not claimed before
+    Column("held_for", String(8)),       # while HELD: "hold" (administrative) or "quota"
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -156,3 +157,14 @@ event = Table(
 Index("ix_uws_event_owner", event.c.service, event.c.owner, event.c.xid, event.c.seq)
 Index("ix_uws_event_service", event.c.service, event.c.xid, event.c.seq)
 Index("ix_uws_event_time", event.c.time)
+
+# Administrative holds (uws/store/holds.py): while one applies to a service (owner
+# "*") or to one owner of it, PHASE=RUN moves that owner's PENDING jobs to HELD.
+hold = Table(
+    "uws_hold", metadata,
+    Column("service", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),    # "*" = every owner
+    Column("who", String(255), nullable=False),
+    Column("created", DateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+)

@@ -22,7 +22,7 @@ from ..scheduler import start_scheduler
 from ..store import Store
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import batches, events, identity, job, joblist, pages, static, vosi
+from . import batches, events, holds, identity, job, joblist, pages, static, vosi
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
@@ -50,6 +50,7 @@ def create_app(config=None) -> Flask:
     app.register_blueprint(job.bp)
     app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
+    holds.install(app)
     pages.install(app)
     identity.install(app)
     _error_handlers(app)

@@ -98,9 +98,12 @@ def _wait_phase():
 def post_job(service: str, job_id: str):
     api = jobs_api()
     control, pairs = split_control(form_pairs(), JOB_CONTROL)
-    if _wants_delete(control):
+    action = _action(control)
+    if action == "DELETE":
         api.delete(service, job_id, caller())
         return _back_to_list(service)
+    if action == "REPEAT":
+        return _repeat(service, job_id, control, pairs)
     # Every control value is checked before anything changes: a 400 changes nothing.
     phase = _phase_word(single(control, "PHASE"))
     run_id = single(control, "RUNID")
@@ -118,14 +121,28 @@ def post_job(service: str, job_id: str):
     return _back_to_job(service, job_id)
 
 
-def _wants_delete(control: dict) -> bool:
-    for name in ("ACTION", "METHOD"):
+def _action(control: dict) -> str | None:
+    """DELETE (ACTION or METHOD), REPEAT (ACTION), or None; 400 for anything else."""
+    for name, allowed in (("ACTION", ("DELETE", "REPEAT")), ("METHOD", ("DELETE",))):
         value = single(control, name)
-        if value is not None and value.upper() != "DELETE":
-            raise BadRequest(f"{name}: only DELETE is supported, not {value!r}")
-        if value is not None:
-            return True
-    return False
+        if value is None:
+            continue
+        word = value.strip().upper()
+        if word not in allowed:
+            raise BadRequest(f"{name}: must be {' or '.join(allowed)}, not {value!r}")
+        return word
+    return None
+
+
+def _repeat(service: str, job_id: str, control: dict, pairs):
+    """ACTION=REPEAT: 303 to a new job like this one, run at once with PHASE=RUN."""
+    phase = _phase_word(single(control, "PHASE"))
+    if phase == "ABORT":
+        raise BadRequest("PHASE: only RUN may go with ACTION=REPEAT")
+    if pairs or uploads() or single(control, "RUNID") is not None:
+        raise BadRequest("ACTION=REPEAT copies the job as it is: send no parameters with it")
+    new_id = jobs_api().repeat(service, job_id, caller(), run=phase == "RUN")
+    return see_other(job_url(service, new_id))
 
 
 @bp.route(JOB, methods=["DELETE"])

@@ -39,6 +39,10 @@ class JobView:
         return phases.allowed(phases.Event.RUN, self.job.phase)
 
     @property
+    def can_repeat(self) -> bool:
+        return self.job.phase in phases.TERMINAL
+
+    @property
     def can_abort(self) -> bool:
         return phases.allowed(phases.Event.ABORT, self.job.phase)
 

@@ -1,0 +1,253 @@
+"""Holds: administrative holds of a service or of one owner in it, and quota holds
+of queued jobs whose owner runs as many jobs as its service allows.  Mixed into
+Store, which provides ``engine``, ``_record``, ``_announce``, ``_changed`` and
+``_serialise_owner``.
+
+On PostgreSQL locks are taken in one order, holds before jobs: PHASE=RUN reads
+the holds that apply ``FOR SHARE`` before it locks the job, and a release deletes
+its hold before it requeues the jobs, so the two never interleave.  On SQLite each
+starts with a write, taking the database's one write lock first.  A quota hold
+locks the owner's running jobs before holding its queued ones, and a running
+job's end releases a held one in its own transaction (a change hook), so a slot
+that frees is never missed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..holds import EVERYONE, QUOTA, STOPPED, Hold
+from ..phases import Event, Phase, sources, target
+from .changes import Change
+from .tables import hold as H
+from .tables import job as J
+
+_HELD, _QUEUED, _EXECUTING = Phase.HELD.value, Phase.QUEUED.value, Phase.EXECUTING.value
+
+_APPLYING = sa.select(H.c.owner, H.c.reason).where(
+    H.c.service == sa.bindparam("_service"),
+    H.c.owner.in_([sa.bindparam("_owner"), EVERYONE]))
+_THE_JOB = J.c.id == sa.bindparam("_id")
+# Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock).
+_LOCK_JOB = {True: sa.select(J.c.owner, J.c.phase, J.c.held_for).where(_THE_JOB)
+             .with_for_update(),
+             False: J.update().where(_THE_JOB).values(phase=J.c.phase)
+             .returning(J.c.owner, J.c.phase, J.c.held_for)}
+_OF_OWNER = (J.c.service == sa.bindparam("_service"), J.c.owner == sa.bindparam("_owner"))
+_LOCK_RUNNING = {True: sa.select(J.c.id).where(*_OF_OWNER, J.c.phase == _EXECUTING)
+                 .with_for_update(),
+                 False: J.update().where(*_OF_OWNER, J.c.phase == _EXECUTING)
+                 .values(phase=J.c.phase).returning(J.c.id)}
+_HOLD_QUEUED = (J.update().where(*_OF_OWNER, J.c.phase == _QUEUED)
+                .values(phase=target(Event.HOLD).value, held_for=QUOTA)
+                .returning(J.c.id))
+_candidate = J.alias("candidate")
+# The owner's first quota-held job in claim order (priority, then age).
+_RELEASE_ONE = (J.update()
+                .where(J.c.id == (sa.select(_candidate.c.id)
+                                  .where(_candidate.c.service == sa.bindparam("_service"),
+                                         _candidate.c.owner == sa.bindparam("_owner"),
+                                         _candidate.c.phase == _HELD,
+                                         _candidate.c.held_for == QUOTA)
+                                  .order_by(_candidate.c.priority.desc(),
+                                            _candidate.c.creation_time, _candidate.c.id)
+                                  .limit(1).with_for_update(skip_locked=True)
+                                  .scalar_subquery()),
+                       J.c.phase == _HELD)
+                .values(phase=target(Event.RELEASE).value, held_for=None)
+                .returning(J.c.id))
+
+_SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
+_QUOTA_HELD = (sa.select(J.c.service, J.c.owner, sa.func.count())
+               .where(J.c.phase == _HELD, J.c.held_for == QUOTA, J.c.service.in_(_SERVICES))
+               .group_by(J.c.service, J.c.owner))
+_RUNNING = (sa.select(J.c.service, J.c.owner, sa.func.count())
+            .where(J.c.phase == _EXECUTING, J.c.service.in_(_SERVICES))
+            .group_by(J.c.service, J.c.owner))
+
+
+class HoldQueries:
+    # provided by Store, which mixes this in
+    engine: sa.Engine
+
+    def _announce(self, conn: sa.Connection, job_id: str) -> None:
+        raise NotImplementedError
+
+    def _changed(self, job_id: str) -> None:
+        raise NotImplementedError
+
+    def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
+        raise NotImplementedError
+
+    def _record(self, conn: sa.Connection, change: Change) -> None:
+        raise NotImplementedError
+
+    # -- administrative holds ------------------------------------------------------------
+
+    def holds(self, service: str) -> list[Hold]:
+        """The holds placed on a service, the whole service's first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(H).where(H.c.service == service)
+                                .order_by(H.c.owner != EVERYONE, H.c.owner)).all()
+        return [Hold(r.service, r.owner, r.who, r.created, r.reason) for r in rows]
+
+    def place_hold(self, hold: Hold) -> bool:
+        """Place (or restate) a hold; True if it is new.  Jobs already QUEUED stay so."""
+        key = {"service": hold.service, "owner": hold.owner}
+        values = {"who": hold.who, "created": hold.created, "reason": hold.reason}
+        with self.engine.begin() as conn:
+            insert: Any = (postgresql.insert if conn.dialect.name == "postgresql"
+                           else sqlite.insert)(H)
+            new = conn.execute(insert.values(**key, **values)
+                               .on_conflict_do_nothing().returning(H.c.owner)).first()
+            if new is None:
+                conn.execute(H.update().where(H.c.service == hold.service,
+                                              H.c.owner == hold.owner).values(**values))
+        return new is not None
+
+    def release_hold(self, service: str, owner: str) -> list[str] | None:
+        """Lift a hold and queue again, in one transaction, the jobs it held that no
+        other hold still holds; their ids, or None if there was no such hold."""
+        with self.engine.begin() as conn:
+            if not conn.execute(H.delete().where(H.c.service == service,
+                                                 H.c.owner == owner)).rowcount:
+                return None
+            released = self._requeue_held(conn, service, owner)
+        for job_id in released:
+            self._changed(job_id)
+        return released
+
+    def _requeue_held(self, conn: sa.Connection, service: str, owner: str) -> list[str]:
+        remaining = set(conn.execute(sa.select(H.c.owner).where(H.c.service == service))
+                        .scalars())
+        if EVERYONE in remaining:
+            return []
+        stmt = J.update().where(J.c.service == service,
+                                J.c.phase.in_([p.value for p in sources(Event.RELEASE)]),
+                                J.c.held_for == STOPPED)
+        if owner != EVERYONE:
+            stmt = stmt.where(J.c.owner == owner)
+        if remaining:
+            stmt = stmt.where(J.c.owner.not_in(remaining))
+        rows = conn.execute(stmt.values(phase=target(Event.RELEASE).value, held_for=None)
+                            .returning(J.c.id, J.c.owner)).all()
+        for job_id, job_owner in rows:
+            self._record(conn, Change(job_id, service, job_owner, _HELD, _QUEUED))
+            self._announce(conn, job_id)
+        return [job_id for job_id, _ in rows]
+
+    def run_job(self, job_id: str, service: str, owner: str) -> Phase | None:
+        """PHASE=RUN of ``owner``'s job, decided in the transaction that reads the holds:
+        PENDING -> QUEUED, or HELD while a hold applies to the owner; a job HELD by
+        no hold that still applies -> QUEUED.  The phase it moved to, or None when
+        it did not move (not PENDING or HELD, still held, or no such job)."""
+        postgres = self.engine.dialect.name == "postgresql"
+        key = {"_service": service, "_owner": owner, "_id": job_id}
+        with self.engine.begin() as conn:
+            if postgres:    # holds, then the job: the order a release takes them in
+                held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
+                row = conn.execute(_LOCK_JOB[True], key).first()
+            else:
+                # The write lock first: pysqlite runs a SELECT made before any write
+                # outside the transaction, where a release could slip in after it.
+                row = conn.execute(_LOCK_JOB[False], key).first()
+                held = conn.execute(_APPLYING, key).first()
+            if row is None or row.owner != owner:
+                return None
+            event = _run_event(Phase(row.phase), row.held_for, held is not None)
+            if event is None:
+                return None
+            new = target(event)
+            # the row is locked, so its phase is as read; the sources are checked anyway
+            moved = J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
+            conn.execute(moved.values(phase=new.value,
+                                      held_for=STOPPED if new is Phase.HELD else None), key)
+            self._record(conn, Change(job_id, service, owner, row.phase, new.value))
+            self._announce(conn, job_id)
+        self._changed(job_id)
+        return new
+
+    def held_because(self, job_id: str) -> tuple[str | None, str | None]:
+        """Why a HELD job is held: (QUOTA or STOPPED or None, the hold's reason)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(J.c.service, J.c.owner, J.c.held_for)
+                               .where(J.c.id == job_id)).first()
+            if row is None or row.held_for != STOPPED:
+                return (row.held_for if row else None), None
+            holds = conn.execute(_APPLYING, {"_service": row.service, "_owner": row.owner}).all()
+        reasons = sorted(holds, key=lambda h: h.owner == EVERYONE)     # the owner's own first
+        return STOPPED, (reasons[0].reason if reasons else None)
+
+    # -- quota holds ------------------------------------------------------------------------
+
+    def hold_for_quota(self, service: str, owner: str, cap: int) -> list[str]:
+        """Hold the owner's QUEUED jobs if it runs ``cap`` jobs or more (counted under
+        the running jobs' locks, so an end committing meanwhile is seen); their ids."""
+        params = {"_service": service, "_owner": owner}
+        with self.engine.begin() as conn:
+            self._serialise_owner(conn, service, owner)     # as the owner's claims
+            running = conn.execute(_LOCK_RUNNING[conn.dialect.name == "postgresql"],
+                                   params).all()
+            if len(running) < cap:
+                return []
+            held = list(conn.execute(_HOLD_QUEUED, params).scalars())
+            for job_id in held:
+                self._record(conn, Change(job_id, service, owner, _QUEUED, _HELD))
+                self._announce(conn, job_id)
+        for job_id in held:
+            self._changed(job_id)
+        return held
+
+    def release_stragglers(self, services: list[str],
+                           running_cap: Callable[[str, str], int] | None) -> int:
+        """Queue again the quota-held jobs of owners now under their cap (the cap was
+        raised or removed, or their running jobs went without a trace); how many."""
+        with self.engine.connect() as conn:
+            held = conn.execute(_QUOTA_HELD, {"services": services}).all()
+            if not held:
+                return 0
+            running = {(s, o): n for s, o, n in conn.execute(_RUNNING, {"services": services})}
+        released = 0
+        for service, owner, waiting in held:
+            cap = running_cap(service, owner) if running_cap else 0
+            free = waiting if not cap else min(waiting, cap - running.get((service, owner), 0))
+            if free > 0:
+                released += self._release_some(service, owner, free)
+        return released
+
+    def _release_some(self, service: str, owner: str, count: int) -> int:
+        ids = []
+        with self.engine.begin() as conn:
+            for _ in range(count):
+                job_id = self._release_one(conn, service, owner)
+                if job_id is None:
+                    break
+                ids.append(job_id)
+        for job_id in ids:
+            self._changed(job_id)
+        return len(ids)
+
+    def _release_one(self, conn: sa.Connection, service: str, owner: str) -> str | None:
+        job_id = conn.execute(_RELEASE_ONE, {"_service": service, "_owner": owner}).scalar()
+        if job_id is not None:
+            self._record(conn, Change(job_id, service, owner, _HELD, _QUEUED))
+            self._announce(conn, job_id)
+        return job_id
+
+    def release_quota_slot(self, conn: sa.Connection, change: Change) -> None:
+        """Change hook: a running job that stops frees a slot for its owner's first
+        quota-held job, queued again in the same transaction."""
+        if change.old == _EXECUTING and change.new != _EXECUTING:
+            self._release_one(conn, change.service, change.owner)
+
+
+def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:
+    """What PHASE=RUN does to a job in ``phase``: an event of uws.phases, or None."""
+    if phase is Phase.PENDING:
+        return Event.RUN_HELD if hold_applies else Event.RUN
+    if phase is Phase.HELD and held_for != QUOTA and not hold_applies:
+        return Event.RUN        # its hold has gone
+    return None
