@@ -21,5 +21,7 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
                       id="leases")
     scheduler.add_job(sweeps.recover_dead_local_workers, "interval",
                       seconds=timing.LOST_LEASE_SWEEP, id="local-workers")
+    scheduler.add_job(sweeps.sample_statistics, "interval", seconds=timing.STATS_SWEEP,
+                      id="statistics")
     scheduler.start()
     return scheduler

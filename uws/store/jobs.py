@@ -26,6 +26,7 @@ from .engine import create_schema, make_engine
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
+from .stats import record_durations
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import parameter as P
@@ -40,7 +41,8 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
+        # see uws.store.changes; the duration histograms are kept in every process
+        self.change_hooks: list[ChangeHook] = [record_durations]
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 

@@ -1,4 +1,4 @@
-"""The SQL schema: five tables and the indexes the list queries walk."""
+"""The SQL schema: the tables and the indexes the list queries walk."""
 from __future__ import annotations
 
 from sqlalchemy import (
@@ -101,5 +101,29 @@ job_count = Table(
     Column("owner", String(255), primary_key=True),
     Column("phase", String(16), primary_key=True),
     Column("slot", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)
+
+# Durations of the jobs that started (wait: creation to start) and ended (run: start
+# to end), as counts per log-spaced bin of each time bucket (uws/stats.py), kept by a
+# change hook (uws/store/stats.py): percentiles over a window read a few hundred rows.
+duration_bins = Table(
+    "uws_duration_bins", metadata,
+    Column("service", String(64), primary_key=True),
+    Column("owner", String(255), primary_key=True),
+    Column("kind", String(8), primary_key=True),       # "wait" or "run"
+    Column("bucket", DateTime, primary_key=True),
+    Column("bin", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)
+Index("ix_uws_duration_bins_bucket", duration_bins.c.bucket)
+
+# The job counters summed by service and phase, sampled once per time bucket by a sweep
+# (the first process to sample a bucket wins): the history behind the statistics chart.
+phase_samples = Table(
+    "uws_phase_samples", metadata,
+    Column("at", DateTime, primary_key=True),
+    Column("service", String(64), primary_key=True),
+    Column("phase", String(16), primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
