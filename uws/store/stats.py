@@ -127,11 +127,11 @@ class StatsStore:
                   .having(sa.func.sum(C.c.n) != 0))
         stmt = (_SAMPLE_INSERT[self.engine.dialect.name]
                 .from_select(["at", "service", "phase", "n"], summed)
-                .on_conflict_do_nothing())
+                .on_conflict_do_nothing().returning(S.c.at))     # rowcount: -1 on psycopg
         with self.engine.begin() as conn:
             if conn.execute(sa.select(S.c.at).where(S.c.at == at).limit(1)).first():
                 return False
-            return conn.execute(stmt).rowcount > 0
+            return bool(conn.execute(stmt).all())
 
     def prune(self, before: dt.datetime) -> None:
         """Forget the bins and samples of buckets before ``before``."""
