@@ -227,7 +227,9 @@ def test_old_statistics_are_pruned(client, app, api):
     store.sample_phases(timeutil.now())
     store.prune(timeutil.now() + dt.timedelta(seconds=stats.BUCKET_SECONDS))
     assert store.phase_history(None, timeutil.now() - dt.timedelta(days=1)) == []
-    assert store.duration_bins(None, None, timeutil.now() - dt.timedelta(days=1)) == {}
+    for width in stats.WIDTHS.values():
+        assert store.duration_bins(None, None, width,
+                                   timeutil.now() - dt.timedelta(days=1)) == {}
 
 
 # -- representations and access --------------------------------------------------------

@@ -10,10 +10,12 @@ jobs costs a read of a few hundred rows, never a scan of the jobs:
   ABORTED), recorded when it ends.
 
 Each duration lands in a log-spaced bin (``RATIO`` apart, from ``FLOOR`` seconds)
-of a time bucket (``BUCKET_SECONDS``) of the moment it was recorded.  A percentile
-is therefore the middle of its bin, within about 9 % of the true value, and a
-window starts at a bucket's edge (it may reach up to ``BUCKET_SECONDS`` further
-back).  No Flask and no SQL in here.
+of two time buckets of the moment it was recorded: one of 5 minutes, which the
+hour window reads, and one of an hour, which the day window reads (``WIDTHS``), so
+either window reads at most 25 buckets.  A percentile is therefore the middle of
+its bin, within about 9 % of the true value, and a window starts at the edge of a
+bucket (it may reach up to one bucket width further back).  No Flask and no SQL in
+here.
 """
 from __future__ import annotations
 
@@ -26,10 +28,12 @@ from typing import Protocol
 from .errors import BadRequest
 from .phases import Phase
 
-#: Width of a time bucket of the duration histograms, and of the phase samples.
+#: Width of a time bucket of the phase samples (and of the finer histograms).
 BUCKET_SECONDS = 300
 #: The windows a client may ask for, in seconds.
 WINDOWS = {"hour": 3600, "day": 86400}
+#: The width of the histograms' time buckets each window reads, in seconds.
+WIDTHS = {"hour": BUCKET_SECONDS, "day": 3600}
 DEFAULT_WINDOW = "hour"
 #: How long histograms and samples are kept (the longest window, and a margin).
 KEEP_SECONDS = 2 * 86400
@@ -58,17 +62,17 @@ def bin_middle(index: int) -> float:
     return FLOOR * RATIO ** (index - 0.5)
 
 
-def bucket_of(when: dt.datetime) -> dt.datetime:
-    """The start of the time bucket holding an instant."""
+def bucket_of(when: dt.datetime, width: int = BUCKET_SECONDS) -> dt.datetime:
+    """The start of the time bucket (``width`` seconds, dividing a day) holding an instant."""
     seconds = when.hour * 3600 + when.minute * 60 + when.second
-    start = seconds - seconds % BUCKET_SECONDS
+    start = seconds - seconds % width
     return when.replace(hour=start // 3600, minute=start % 3600 // 60, second=start % 60,
                         microsecond=0)
 
 
 def window_start(now: dt.datetime, window: str) -> dt.datetime:
-    """The first bucket of a window ending now."""
-    return bucket_of(now - dt.timedelta(seconds=WINDOWS[window]))
+    """The first bucket of a window ending now (of the width the window reads)."""
+    return bucket_of(now - dt.timedelta(seconds=WINDOWS[window]), WIDTHS[window])
 
 
 def parse_window(text: str | None) -> str:
@@ -150,9 +154,9 @@ class StatsStore(Protocol):
 
     def job_counts(self, service: str | None = None,
                    owner: str | None = None) -> dict[tuple[str, str, Phase], int]: ...
-    def duration_bins(self, service: str | None, owner: str | None,
+    def duration_bins(self, service: str | None, owner: str | None, width: int,
                       since: dt.datetime) -> dict[str, Bins]:
-        """Bins by owner, kind and bin, recorded since a bucket."""
+        """Bins by owner, kind and bin, of the buckets of ``width`` from ``since`` on."""
     def phase_history(self, service: str | None,
                       since: dt.datetime) -> list[tuple[dt.datetime, Phase, int]]: ...
 
@@ -168,7 +172,7 @@ class Statistics:
                now: dt.datetime) -> Report:
         since = window_start(now, window)
         counts = self.store.job_counts(service, scope)
-        bins = self.store.duration_bins(service, scope, since)
+        bins = self.store.duration_bins(service, scope, WIDTHS[window], since)
         owners: dict[str, Figures] = {}
         for owner in sorted({o for _, o, _ in counts} | set(bins)):
             jobs: dict[Phase, int] = {}
@@ -183,7 +187,8 @@ class Statistics:
     def history(self, service: str | None, window: str,
                 now: dt.datetime) -> list[tuple[dt.datetime, Phase, int]]:
         """The sampled job counts by phase (everyone's: administrators only)."""
-        return self.store.phase_history(service, window_start(now, window))
+        start = bucket_of(now - dt.timedelta(seconds=WINDOWS[window]))
+        return self.store.phase_history(service, start)
 
 
 def _figures(jobs: dict[Phase, int], bins: Bins) -> Figures:

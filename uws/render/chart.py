@@ -21,6 +21,7 @@ class Series:
     phase: Phase
     points: str         # an SVG polyline's points
     last: int           # the latest sample's count
+    end: tuple[float, float]    # where the latest sample is drawn
 
     @property
     def colour(self) -> str:
@@ -55,6 +56,6 @@ def phase_chart(history: list[tuple[dt.datetime, Phase, int]], since: dt.datetim
         return round(HEIGHT - n / top * HEIGHT, 1)
 
     series = [Series(p, " ".join(f"{x(at)},{y(counts.get((at, p), 0))}" for at in times),
-                     counts.get((times[-1], p), 0))
+                     counts.get((times[-1], p), 0), (x(times[-1]), y(counts.get((times[-1], p), 0))))
               for p in phases]
     return Chart(WIDTH, HEIGHT, top, format_time(since), format_time(until), len(times), series)

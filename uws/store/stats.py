@@ -4,9 +4,10 @@ sampled job counts behind the history chart (see :mod:`uws.stats` for what they 
 :func:`record_durations` runs inside each changing transaction (Store registers
 it in ``change_hooks``), after the counters: a job that starts adds one to its
 wait-time bin, one that ends after running adds one to its run-time bin.  It reads
-the job's times by primary key and upserts one row, so it costs a start or an end
-two indexed statements; every transaction locks the counters before the bins, and
-at most two bins in key order, so none can deadlock another.
+the job's times by primary key and upserts a row per bucket width (in one
+statement), so a start or an end costs two indexed statements; every transaction
+locks the counters before the bins, and its bins in key order, so none can
+deadlock another.
 """
 from __future__ import annotations
 
@@ -63,13 +64,15 @@ def record_durations(conn: sa.Connection, change: Change) -> None:
     if stats.RUN in kinds:
         end = row.end_time or now
         samples.append((stats.RUN, end, end - start))
-    rows = sorted((change.service, change.owner, kind, stats.bucket_of(at),
-                   stats.bin_of(took.total_seconds())) for kind, at, took in samples)
+    rows = sorted((change.service, change.owner, width, stats.bucket_of(at, width), kind,
+                   stats.bin_of(took.total_seconds()))
+                  for kind, at, took in samples for width in _WIDTHS)
     conn.execute(_UPSERT[conn.dialect.name],
                  [dict(zip(_KEY, key, strict=True), n=1) for key in rows])
 
 
-_KEY = ("service", "owner", "kind", "bucket", "bin")
+_KEY = ("service", "owner", "width", "bucket", "kind", "bin")
+_WIDTHS = sorted(set(stats.WIDTHS.values()))
 
 
 def _upsert(insert) -> sa.Insert:
@@ -93,10 +96,10 @@ class StatsStore:
         with self.engine.connect() as conn:
             return counts.by_phase(conn, service, owner)
 
-    def duration_bins(self, service: str | None, owner: str | None,
+    def duration_bins(self, service: str | None, owner: str | None, width: int,
                       since: dt.datetime) -> dict[str, stats.Bins]:
         stmt = sa.select(D.c.owner, D.c.kind, D.c.bin, sa.func.sum(D.c.n)).where(
-            D.c.bucket >= since)
+            D.c.width == width, D.c.bucket >= since)
         if service is not None:
             stmt = stmt.where(D.c.service == service)
         if owner is not None:
@@ -136,12 +139,13 @@ class StatsStore:
     def prune(self, before: dt.datetime) -> None:
         """Forget the bins and samples of buckets before ``before``."""
         with self.engine.begin() as conn:
-            conn.execute(D.delete().where(D.c.bucket < before))
+            for width in _WIDTHS:      # along the (width, bucket) index
+                conn.execute(D.delete().where(D.c.width == width, D.c.bucket < before))
             conn.execute(S.delete().where(S.c.at < before))
 
     def seed_bins(self, rows: list[dict]) -> None:
-        """Add histogram counts (benchmarks): dicts of service, owner, kind, bucket,
-        bin and n."""
+        """Add histogram counts (benchmarks): dicts of service, owner, width, bucket,
+        kind, bin and n."""
         with self.engine.begin() as conn:
             for start in range(0, len(rows), 5000):
                 conn.execute(_UPSERT[conn.dialect.name], rows[start:start + 5000])
