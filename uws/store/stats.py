@@ -64,14 +64,14 @@ def record_durations(conn: sa.Connection, change: Change) -> None:
     if stats.RUN in kinds:
         end = row.end_time or now
         samples.append((stats.RUN, end, end - start))
-    rows = sorted((change.service, change.owner, width, stats.bucket_of(at, width), kind,
+    rows = sorted((change.owner, width, stats.bucket_of(at, width), change.service, kind,
                    stats.bin_of(took.total_seconds()))
                   for kind, at, took in samples for width in _WIDTHS)
     conn.execute(_UPSERT[conn.dialect.name],
                  [dict(zip(_KEY, key, strict=True), n=1) for key in rows])
 
 
-_KEY = ("service", "owner", "width", "bucket", "kind", "bin")
+_KEY = ("owner", "width", "bucket", "service", "kind", "bin")
 _WIDTHS = sorted(set(stats.WIDTHS.values()))
 
 

@@ -110,16 +110,19 @@ job_count = Table(
 # change hook (uws/store/stats.py): percentiles over a window read a few hundred rows.
 duration_bins = Table(
     "uws_duration_bins", metadata,
-    Column("service", String(64), primary_key=True),
+    # An owner's window is one range of the key, in one service or all.
     Column("owner", String(255), primary_key=True),
     Column("width", Integer, primary_key=True),        # the bucket's, in seconds
     Column("bucket", DateTime, primary_key=True),
+    Column("service", String(64), primary_key=True),
     Column("kind", String(8), primary_key=True),       # "wait" or "run"
     Column("bin", SmallInteger, primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
-# Everyone's (administrators), and the sweep pruning old buckets.
-Index("ix_uws_duration_bins_bucket", duration_bins.c.width, duration_bins.c.bucket)
+# Everyone's window (administrators: a row per owner, bucket and bin), and the sweep
+# pruning old buckets.
+Index("ix_uws_duration_bins_bucket", duration_bins.c.width, duration_bins.c.bucket,
+      duration_bins.c.service)
 
 # The job counters summed by service and phase, sampled once per time bucket by a sweep
 # (the first process to sample a bucket wins): the history behind the statistics chart.

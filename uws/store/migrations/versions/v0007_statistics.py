@@ -21,15 +21,16 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "uws_duration_bins",
-        sa.Column("service", sa.String(64), primary_key=True),
         sa.Column("owner", sa.String(255), primary_key=True),
         sa.Column("width", sa.Integer, primary_key=True),
         sa.Column("bucket", sa.DateTime, primary_key=True),
+        sa.Column("service", sa.String(64), primary_key=True),
         sa.Column("kind", sa.String(8), primary_key=True),
         sa.Column("bin", sa.SmallInteger, primary_key=True),
         sa.Column("n", sa.BigInteger, nullable=False),
     )
-    op.create_index("ix_uws_duration_bins_bucket", "uws_duration_bins", ["width", "bucket"])
+    op.create_index("ix_uws_duration_bins_bucket", "uws_duration_bins",
+                    ["width", "bucket", "service"])
     op.create_table(
         "uws_phase_samples",
         sa.Column("at", sa.DateTime, primary_key=True),
