@@ -221,6 +221,17 @@ def test_the_counts_are_sampled_once_per_bucket_whichever_process_comes(client, 
         (stats.bucket_of(now), Phase.PENDING, 1)]
 
 
+def test_the_statistics_sweep_samples_the_counts(client, app, api):
+    from uws.sweeps import Sweeps
+    pending_job(client, ALICE)
+    store = app.extensions["uws_stats"].store
+    Sweeps(config=api.config, store=api.store, files=api.files, executor=api.executor,
+           stats=store).sample_statistics()
+    since = stats.bucket_of(timeutil.now() - dt.timedelta(hours=1))
+    assert [(phase, n) for _, phase, n in store.phase_history(None, since)] == [
+        (Phase.PENDING, 1)]
+
+
 def test_old_statistics_are_pruned(client, app, api):
     finished_job(api, "alice", wait=1, run=1)
     store = app.extensions["uws_stats"].store
