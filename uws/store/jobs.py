@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,7 +21,7 @@ from ..model import ErrorSummary, Job, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
-from . import counts, usage
+from . import counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .lists import ListQueries
@@ -45,6 +46,10 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
         self.change_hooks: list[ChangeHook] = [record_durations]
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
+        self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
+                       (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
+                        ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED))}
+        self._list_reads = {}
 
     def close(self) -> None:
         if self.listener is not None:
@@ -125,14 +130,14 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
         key = {"id": job_id, "service": service, "owner": owner}
-        with self.engine.connect() as conn:
-            row = conn.execute(_GET_ANY if owner is None else _GET_OWNED, key).first()
-            if row is None:
+        with direct.cursor(self.engine) as cur:
+            rows = self._reads["any" if owner is None else "owned"].mappings(cur, key)
+            if not rows:
                 return None
-            parts = conn.execute(_GET_PARTS, key).all()
+            parts = self._reads["parts"].rows(cur, key)
         params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
         results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
-        return _job(row, params, results)
+        return _job(rows[0], params, results)
 
     def owner_of(self, job_id: str, service: str) -> str | None:
         """The owner of a job, or None if there is no such job (for 403 vs 404)."""
@@ -142,9 +147,9 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
     def phase_of(self, job_id: str, service: str, owner: str | None) -> Phase | None:
         """The job's phase if it exists in ``service`` for ``owner`` (one indexed read)."""
         key = {"id": job_id, "service": service, "owner": owner}
-        with self.engine.connect() as conn:
-            phase = conn.execute(_PHASE_ANY if owner is None else _PHASE_OWNED, key).scalar()
-        return None if phase is None else _PHASE[phase]
+        with direct.cursor(self.engine) as cur:
+            rows = self._reads["phase" if owner is None else "owned phase"].rows(cur, key)
+        return _PHASE[rows[0][0]] if rows else None
 
     def phases_of(self, job_ids: Iterable[str]) -> dict[str, Phase]:
         """Current phases of existing jobs (the WAIT poller's one query)."""
@@ -386,18 +391,16 @@ def _param_rows(job_id: str, params: list[Parameter], start: int) -> list[dict]:
                  by_reference=p.by_reference) for i, p in enumerate(params)]
 
 
-def _job(row, params, results) -> Job:
+def _job(row: Mapping[str, Any], params, results) -> Job:
     error = None
-    if row.error_type:
-        error = ErrorSummary(row.error_type, row.error_message or "", row.error_detail)
+    if row["error_type"]:
+        error = ErrorSummary(row["error_type"], row["error_message"] or "", row["error_detail"])
     return Job(
-        id=row.id, service=row.service, owner=row.owner, phase=Phase(row.phase),
-        creation_time=row.creation_time, execution_duration=row.execution_duration,
-        destruction=row.destruction, run_id=row.run_id, quote=row.quote,
-        start_time=row.start_time, end_time=row.end_time, error=error,
-        progress=row.progress, progress_message=row.progress_message,
+        id=row["id"], service=row["service"], owner=row["owner"], phase=_PHASE[row["phase"]],
+        creation_time=row["creation_time"], execution_duration=row["execution_duration"],
+        destruction=row["destruction"], run_id=row["run_id"], quote=row["quote"],
+        start_time=row["start_time"], end_time=row["end_time"], error=error,
+        progress=row["progress"], progress_message=row["progress_message"],
         parameters=[Parameter(name, value, bool(by_ref)) for name, value, by_ref in params],
         results=[Result(*r) for r in results],
     )
-
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from .. import timeutil
 from ..model import JobRef, ListQuery
 from ..phases import Phase
-from . import counts
+from . import counts, direct
 from .tables import job as J
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
@@ -22,13 +22,24 @@ _PHASE = {p.value: p for p in Phase}
 class ListQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
+    _list_reads: dict[tuple, direct.DirectRead]     # one per shape of list, made when first used
 
     def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:
-        stmt = _list_statement(owner is not None, bool(q.phases), q.after is not None,
-                               q.before is not None, q.limit is not None, bool(q.offset))
-        with self.engine.connect() as conn:
-            rows = conn.execute(stmt, _list_params(service, owner, q)).all()
+        shape = (owner is not None, bool(q.phases), q.after is not None, q.before is not None,
+                 q.limit is not None, bool(q.offset))
+        rows = self._list_rows(shape, _list_params(service, owner, q))
         return [JobRef(i, _PHASE[ph], run, own, ct) for i, ph, run, own, ct in rows]
+
+    def _list_rows(self, shape: tuple, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
+        if shape[1]:    # a list of phases (an expanding parameter): through SQLAlchemy
+            with self.engine.connect() as conn:
+                return conn.execute(_list_statement(*shape), params).all()
+        read = self._list_reads.get(shape)
+        if read is None:
+            read = self._list_reads[shape] = direct.DirectRead(self.engine,
+                                                                _list_statement(*shape))
+        with direct.cursor(self.engine) as cur:
+            return read.rows(cur, params)
 
     def iter_jobs(self, service: str, owner: str | None, q: ListQuery,
                   chunk: int = 1000) -> Iterator[JobRef]:
@@ -87,9 +98,9 @@ def _list_statement(scoped: bool, phases: bool, after: bool, before: bool, limit
     stmt = _filtered(sa.select(*_JOBREF_COLUMNS), scoped, phases, after, before)
     stmt = stmt.order_by(J.c.creation_time.desc(), J.c.id.desc())
     if limit:
-        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer, literal_execute=True))
+        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer))
     if offset:
-        stmt = stmt.offset(sa.bindparam("offset", type_=sa.Integer, literal_execute=True))
+        stmt = stmt.offset(sa.bindparam("offset", type_=sa.Integer))
     return stmt
 
 

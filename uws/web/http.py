@@ -9,6 +9,7 @@ from flask import Request, Response, current_app, request
 from werkzeug.formparser import FormDataParser, MultiPartParser
 
 from ..errors import BadRequest, UWSError
+from .negotiation import remembered
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 XML_TYPE = "text/xml; charset=utf-8"
@@ -194,7 +195,10 @@ def query_value(name: str) -> str | None:
 def base_url() -> str:
     """``[server] public_url``, else scheme://host[:port]/prefix/ exactly as the client
     addressed us (a Host this server answers to: see uws.hosts)."""
-    return jobs_api().config.public_url or request.url_root
+    return jobs_api().config.public_url or remembered(_ROOTS, lambda: request.url_root)
+
+
+_ROOTS = "uws_url_roots"    # werkzeug rebuilds url_root at each call: 10% of a GET {job}
 
 
 def job_url(service: str, job_id: str) -> str:

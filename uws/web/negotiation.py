@@ -73,18 +73,26 @@ def host_problem() -> str | None:
     this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
     name is used, which needs no check.  The verdict is remembered for each Host (and
     server address) it depends on: the check costs more than the rest of a GET."""
+    return remembered(_VERDICTS, _host_problem)
+
+
+def remembered(name: str, compute):
+    """``compute()`` for this request's address as the client gave it (Host header,
+    server name and port, scheme, script name), remembered per app under ``name``,
+    for at most :data:`MAX_VERDICTS` addresses (many Host values, perhaps hostile:
+    start afresh)."""
     environ = request.environ
     key = (environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
            environ.get("wsgi.url_scheme"), environ.get("SCRIPT_NAME"))
-    verdicts = current_app.extensions.setdefault(_VERDICTS, {})
+    memory = current_app.extensions.setdefault(name, {})
     try:
-        return verdicts[key]
+        return memory[key]
     except KeyError:
         pass
-    if len(verdicts) >= MAX_VERDICTS:   # many Host values (hostile?): start afresh
-        verdicts.clear()
-    verdict = verdicts[key] = _host_problem()
-    return verdict
+    if len(memory) >= MAX_VERDICTS:
+        memory.clear()
+    value = memory[key] = compute()
+    return value
 
 
 _VERDICTS = "uws_host_verdicts"

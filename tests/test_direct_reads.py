@@ -1,0 +1,87 @@
+"""The hottest reads bypass SQLAlchemy's execution (uws.store.direct): they must
+return exactly what SQLAlchemy would, on both databases."""
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+
+from uws.model import ErrorSummary, Job, ListQuery, Parameter, Result
+from uws.phases import Phase
+from uws.store import Store, direct
+from uws.store.tables import job as J
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+def _a_job_with_every_field(store: Store) -> Job:
+    created = dt.datetime(2026, 1, 2, 3, 4, 5, 678000)
+    job = Job(id="f" * 32, service="svc", owner="alice", phase=Phase.PENDING,
+              creation_time=created, execution_duration=60,
+              destruction=created + dt.timedelta(days=1), run_id="run <1>",
+              quote=created + dt.timedelta(minutes=5),
+              parameters=[Parameter("A", "1"), Parameter("B", "http://x/y", True),
+                          Parameter("A", "2")])
+    store.insert_job(job)
+    store.mark_queued(job.id)
+    store.mark_executing(job.id)
+    store.set_progress(job.id, 42.5, "halfway")
+    store.add_result(job.id, Result("out", "out.txt", "text/plain", 12))
+    store.mark_failed(job.id, ErrorSummary("fatal", "it broke", "details"))
+    return job
+
+
+def test_a_job_read_directly_equals_the_row_sqlalchemy_reads(store):
+    job = _a_job_with_every_field(store)
+    read = direct.DirectRead(store.engine, sa.select(J).where(J.c.id == sa.bindparam("id")))
+    with direct.cursor(store.engine) as cur:
+        (mine,) = read.mappings(cur, {"id": job.id})
+    with store.engine.connect() as conn:
+        theirs = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    assert mine == theirs
+    assert isinstance(mine["creation_time"], dt.datetime) and isinstance(mine["progress"], float)
+
+
+def test_the_store_reads_back_every_field_of_a_job(store):
+    job = _a_job_with_every_field(store)
+    got = store.get_job(job.id, "svc", "alice")
+    assert got is not None
+    assert (got.phase, got.run_id, got.creation_time, got.destruction, got.quote) == (
+        Phase.ERROR, "run <1>", job.creation_time, job.destruction, job.quote)
+    assert got.parameters == job.parameters
+    assert got.results == [Result("out", "out.txt", "text/plain", 12)]
+    assert got.error == ErrorSummary("fatal", "it broke", "details")
+    assert (got.progress, got.progress_message) == (42.5, "halfway")
+
+
+def test_a_job_is_read_only_by_its_owner_and_unscoped_callers(store):
+    job = _a_job_with_every_field(store)
+    assert store.get_job(job.id, "svc", "mallory") is None
+    assert store.get_job(job.id, "other", None) is None
+    assert store.phase_of(job.id, "svc", "mallory") is None
+    assert store.phase_of(job.id, "svc", None) is Phase.ERROR
+
+
+def test_list_pages_read_directly_walk_every_job_once_in_order(store):
+    store.seed_jobs("svc", 250, owner="alice")
+    seen, q = [], ListQuery(limit=100)
+    while True:
+        page = store.list_jobs("svc", "alice", q)
+        seen += page
+        if len(page) < 100:
+            break
+        q = ListQuery(limit=100, before=(page[-1].creation_time, page[-1].id))
+    assert len(seen) == len({ref.id for ref in seen}) == 250
+    assert seen == sorted(seen, key=lambda r: (r.creation_time, r.id), reverse=True)
+    after = store.list_jobs("svc", "alice", ListQuery(after=seen[10].creation_time))
+    assert [r.id for r in after] == [r.id for r in seen[:10]]
+
+
+def test_parameters_that_expand_are_refused(store):
+    stmt = sa.select(J.c.id).where(J.c.phase.in_(sa.bindparam("p", expanding=True)))
+    with pytest.raises(ValueError):
+        direct.DirectRead(store.engine, stmt)
