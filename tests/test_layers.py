@@ -9,7 +9,7 @@ import pytest
 
 DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services",
                         "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
-                        "uws.waiting", "uws.ports"]
+                        "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches"]
 
 
 @pytest.mark.parametrize("framework", ["sqlalchemy", "flask"])

@@ -35,6 +35,9 @@ def test_wheel_contains_templates_schemas_and_the_uws_command(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "uws/schemas/UWS-v1.1.xsd" in names
     assert "uws/schemas/xlink.xsd" in names
+    assert {f"uws/schemas/{name}" for name in (
+        "VOSIAvailability-v1.0.xsd", "VOSICapabilities-v1.0.xsd", "VOResource-v1.1.xsd",
+        "VODataService-v1.3.xsd", "STC-stub.xsd", "README")} <= set(names)
     assert "uws/templates/base.html" in names
     assert {"uws/templates/uws.css", "uws/templates/uws.js", "uws/templates/job.html"} <= set(names)
     assert {"uws/store/migrations/env.py", "uws/store/migrations/script.py.mako",

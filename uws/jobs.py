@@ -157,10 +157,13 @@ class Jobs:
             self.run(service.name, job.id, caller)
         return job.id
 
-    def _check_quota(self, service: Service, owner: str, quota, adding: int = 0) -> None:
-        """403 early, before uploads are staged or URLs fetched, when the owner is
-        already at a limit; :meth:`Store.insert_job` enforces them exactly."""
-        if quota.jobs and self.store.count_jobs(service.name, owner, ListQuery()) >= quota.jobs:
+    def _check_quota(self, service: Service, owner: str, quota, adding: int = 0,
+                     new_jobs: int = 1) -> None:
+        """403 early, before uploads are staged or URLs fetched, when the owner's
+        ``new_jobs`` (a batch's, or one) would pass a limit; :meth:`Store.insert_job`
+        (and the batch store) enforce them exactly."""
+        if quota.jobs and (self.store.count_jobs(service.name, owner, ListQuery())
+                           + new_jobs > quota.jobs):
             raise _over_quota(service, OverQuota("jobs", quota.jobs))
         if quota.bytes and self.store.stored_bytes(service.name, owner) + adding > quota.bytes:
             raise _over_quota(service, OverQuota("bytes", quota.bytes))
@@ -223,6 +226,11 @@ class Jobs:
         self.service(service)
         if not (is_job_id(job_id) and self.store.delete_job(job_id, service, caller.scope)):
             self._missing(service, job_id)
+        self.forget(job_id)
+
+    def forget(self, job_id: str) -> None:
+        """What is left to do once a job's row is deleted: kill its work here (other
+        processes' monitors see the row gone) and remove its files."""
         self.executor.abort(job_id)
         self.files.remove(job_id)
 

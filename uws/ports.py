@@ -117,6 +117,9 @@ class Executor(Protocol):
     def abort(self, job_id: str) -> None:
         """The job was aborted or deleted: stop its work if it runs here."""
     def stop(self) -> None: ...
+    def problem(self) -> str | None:
+        """Why this executor cannot run jobs now (stopped, a thread died, the broker
+        is unreachable), or None."""
 
 
 class Watch(Protocol):

@@ -237,6 +237,7 @@ class Service:
     max_lifetime: int = _field(30 * 86400, **_SECONDS)
     archive: bool = False              # at destruction: ARCHIVED instead of forgotten
     fetch_hosts: tuple[str, ...] = ()  # hosts a URL parameter may name though not public
+    max_batch_jobs: int = _field(10_000, min=1, max=1_000_000)   # jobs one batch may create
 
     def __post_init__(self):
         if not SERVICE_NAME.match(self.name):

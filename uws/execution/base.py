@@ -18,6 +18,10 @@ class Executor:
     def stop(self) -> None:
         """Stop taking jobs and end running work."""
 
+    def problem(self) -> str | None:
+        """Why this executor cannot run jobs now, or None."""
+        return None
+
 
 class NullExecutor(Executor):
     """For front ends that leave execution to other processes (workers)."""

@@ -77,6 +77,13 @@ class CeleryExecutor:
         if self._thread is not None:
             self._thread.join(5)
 
+    def problem(self) -> str | None:
+        if self._thread is None or not self._thread.is_alive():
+            return "the dispatcher to the workers is not running"
+        if self._broker_down:
+            return "the broker cannot be reached: queued jobs wait until it is back"
+        return None
+
     def publish(self, count: int) -> bool:
         """Ask the workers to take ``count`` jobs; False (logged) if the broker refused."""
         try:

@@ -107,6 +107,19 @@ class ProcessExecutor(Executor):
             t.join(timeout=5)
         self.forks.stop()
 
+    def problem(self) -> str | None:
+        if self._stopping.is_set():
+            return "the executor has stopped"
+        if self._draining.is_set():
+            return "the executor is draining: it finishes its jobs and takes no new ones"
+        loops = [t for t in self._threads if t.name.startswith(("uws-worker-", "uws-monitor"))]
+        if not loops:
+            return "the executor has not started"
+        dead = [t.name for t in loops if not t.is_alive()]
+        if dead:
+            return f"executor threads have stopped: {', '.join(dead)}"
+        return None
+
     @property
     def running_ids(self) -> list[str]:
         with self._lock:

@@ -8,10 +8,13 @@ The shape is documented in README.rst ("JSON"); change it only by adding keys.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterable, Iterator
+from json.encoder import encode_basestring as _string
 from typing import Any
 
 from .. import timeutil
-from ..model import Job
+from ..model import Job, JobRef
 from ..timeutil import format_time
 from .xml import VERSION, Links, parameter_value
 
@@ -64,3 +67,75 @@ def job(job: Job, links: Links, now=None) -> dict[str, Any]:
         "jobInfo": {"progress": progress(job, now or timeutil.now())},
     }
     return doc
+
+
+def parameters_document(job: Job, links: Links) -> dict[str, Any]:
+    """``<uws:parameters>``: ``{"parameters": [...]}``."""
+    return {"parameters": parameters(job, links)}
+
+
+def results_document(job: Job, links: Links) -> dict[str, Any]:
+    """``<uws:results>``: ``{"results": [...]}``."""
+    return {"results": results(job, links)}
+
+
+def error_document(job: Job) -> dict[str, Any]:
+    """The ``/error`` resource: the summary and the detail text (both null without an error)."""
+    err = job.error
+    return {"errorSummary": error_summary(job),
+            "detail": None if err is None else (err.detail or err.message)}
+
+
+def phase_document(job: Job) -> dict[str, Any]:
+    return {"phase": job.phase.value}
+
+
+def quote_document(job: Job) -> dict[str, Any]:
+    return {"quote": _time(job.quote)}
+
+
+def execution_duration_document(job: Job) -> dict[str, Any]:
+    return {"executionDuration": job.execution_duration}
+
+
+def destruction_document(job: Job) -> dict[str, Any]:
+    return {"destruction": _time(job.destruction)}
+
+
+def owner_document(job: Job) -> dict[str, Any]:
+    return {"ownerId": job.owner or None}
+
+
+def services_document(services: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
+    """The root: ``(name, href, description)`` of each service."""
+    return {"services": [{"name": name, "href": href, "description": description}
+                         for name, href, description in services]}
+
+
+_LIST_START = '{"version":%s,"jobs":[' % _string(VERSION)
+
+
+def job_list(refs: Iterable[JobRef], job_url: Callable[[str], str],
+             tail: dict[str, Any] | None = None, flush_every: int = 200) -> Iterator[bytes]:
+    """Stream ``{"version": "1.1", "jobs": [jobref...], **tail}`` as the XML list is
+    streamed: a chunk every few hundred jobrefs, never the whole list in memory.
+    Each jobref is written with the C string encoder, as cheap as the XML one."""
+    chunk = [_LIST_START]
+    for n, ref in enumerate(refs, 1):
+        chunk.append(("," if n > 1 else "") + _jobref(ref, job_url(ref.id)))
+        if n % flush_every == 0:
+            yield "".join(chunk).encode()
+            chunk = []
+    chunk.append("]")
+    for key, value in (tail or {}).items():
+        chunk.append(f",{_string(key)}:{json.dumps(value, ensure_ascii=False)}")
+    chunk.append("}\n")
+    yield "".join(chunk).encode()
+
+
+def _jobref(ref: JobRef, href: str) -> str:
+    run_id = "null" if ref.run_id is None else _string(ref.run_id)
+    owner = _string(ref.owner) if ref.owner else "null"
+    return (f'{{"id":{_string(ref.id)},"href":{_string(href)},"phase":"{ref.phase.value}",'
+            f'"runId":{run_id},"ownerId":{owner},'
+            f'"creationTime":"{format_time(ref.creation_time)}"}}')

@@ -8,7 +8,8 @@ own rows, so that they commit or roll back with the change itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
@@ -50,3 +51,16 @@ class ChangeRecorder:
         counts.bump(conn, change.deltas())
         for hook in self.change_hooks:
             hook(conn, change)
+
+    def _record_many(self, conn: sa.Connection, changes: Iterable[Change]) -> None:
+        """:meth:`_record` for many changes (a batch's): the counters bumped once by
+        their summed deltas, then every hook for each change, in order."""
+        changes = list(changes)
+        total: Counter[counts.Key] = Counter()
+        for change in changes:
+            for key, delta in change.deltas():
+                total[key] += delta
+        counts.bump(conn, total.items())
+        for change in changes:
+            for hook in self.change_hooks:
+                hook(conn, change)

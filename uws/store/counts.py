@@ -96,7 +96,7 @@ def recount(conn: sa.Connection) -> None:
 def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
          owner: str | None = None) -> sa.Row | None:
     """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s when
-    given): its (service, owner, phase value), or None.  The phase read stays true
+    given): its (service, owner, phase value, batch_id), or None.  The phase read stays true
     until the commit: PostgreSQL's FOR UPDATE rereads the row once a concurrent
     change commits; on SQLite a no-op UPDATE takes the database's write lock (a
     SELECT would take none)."""
@@ -108,9 +108,10 @@ def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
 
 
 _THE_JOB = J.c.id == sa.bindparam("_id")
-_LOCK = {True: sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB).with_for_update(),
+_LOCK = {True: sa.select(J.c.service, J.c.owner, J.c.phase, J.c.batch_id).where(_THE_JOB)
+         .with_for_update(),
          False: J.update().where(_THE_JOB).values(phase=J.c.phase)
-         .returning(J.c.service, J.c.owner, J.c.phase)}
+         .returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)}
 
 
 def _upsert(insert) -> sa.Insert:

@@ -51,6 +51,15 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED))}
         self._list_reads = {}
 
+    def problem(self) -> str | None:
+        """Why the database cannot be used now (it does not answer), or None."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except sa.exc.SQLAlchemyError as exc:
+            return f"the database does not answer: {type(exc).__name__}"
+        return None
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.stop()
@@ -225,7 +234,8 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
                     conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
             won = row is not None
             if row is not None:
-                self._record(conn, Change(job_id, row.service, row.owner, old, new))
+                self._record(conn, Change(job_id, row.service, row.owner, old, new,
+                                          row.batch_id))
                 self._announce(conn, job_id)
         if won:
             self._changed(job_id)
@@ -278,7 +288,7 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
     def delete_job(self, job_id: str, service: str | None = None,
                    owner: str | None = None) -> bool:
         """Forget a job (scoped to its service and owner when given); True if it existed."""
-        stmt = _DELETE.returning(J.c.service, J.c.owner, J.c.phase)
+        stmt = _DELETE.returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)
         if service is not None:
             stmt = stmt.where(J.c.service == service)
         if owner is not None:
@@ -290,7 +300,8 @@ class Store(ChangeRecorder, RunningQueries, ListQueries):
             row = conn.execute(stmt, {"id": job_id}).first()
             gone = row is not None
             if row is not None:
-                self._record(conn, Change(job_id, row.service, row.owner, row.phase, None))
+                self._record(conn, Change(job_id, row.service, row.owner, row.phase, None,
+                                          row.batch_id))
                 if row.phase != Phase.ARCHIVED.value:   # its bytes left the total then
                     usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 self._announce(conn, job_id)
@@ -358,7 +369,7 @@ def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
     stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
                              J.c.phase.in_([p.value for p in phases.sources(event)]))
             .values({c: sa.bindparam(c) for c in columns})
-            .returning(J.c.service, J.c.owner))
+            .returning(J.c.service, J.c.owner, J.c.batch_id))
     return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
 
 

@@ -44,7 +44,7 @@ _CLAIM = (J.update()
                  J.c.phase == Phase.QUEUED.value)
           .values(phase=Phase.EXECUTING.value, lease_owner=sa.bindparam("worker"),
                   lease_expires=sa.bindparam("expires"))
-          .returning(J.c.id, J.c.execution_duration))
+          .returning(J.c.id, J.c.execution_duration, J.c.batch_id))
 
 
 class RunningQueries:
@@ -74,7 +74,7 @@ class RunningQueries:
                 conn.execute(J.update().where(J.c.id == job_id)
                              .values(phase=Phase.ARCHIVED.value))
                 self._record(conn, Change(job_id, row.service, row.owner, row.phase,
-                                          Phase.ARCHIVED.value))
+                                          Phase.ARCHIVED.value, row.batch_id))
                 # an archived job's bytes no longer count against its owner's quota
                 usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
                 conn.execute(R.delete().where(R.c.job_id == job_id))
@@ -131,9 +131,9 @@ class RunningQueries:
                                             "worker": worker, "expires": expires}).first()
                 if row is None:
                     return None
-                job_id, duration = row
+                job_id, duration, batch_id = row
                 self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
-                                          Phase.EXECUTING.value))
+                                          Phase.EXECUTING.value, batch_id))
                 if cap and conn.execute(_RUNNING_OF, {"service": service,
                                                       "owner": owner}).scalar_one() > cap:
                     raise _OverCap

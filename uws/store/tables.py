@@ -41,6 +41,9 @@ job = Table(
     Column("lease_owner", String(64)),
     Column("lease_expires", DateTime),
     Column("deadline", DateTime),        # start + execution duration, while EXECUTING
+    # The batch that created the job, if any (uws_batch.id).  No foreign key: SQLite
+    # cannot add one to an existing table, and a batch is deleted after its jobs.
+    Column("batch_id", String(32)),
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -53,6 +56,22 @@ Index("ix_uws_job_all", job.c.service, job.c.creation_time, job.c.id, job.c.phas
 Index("ix_uws_job_queue", job.c.phase, job.c.priority, job.c.creation_time)
 Index("ix_uws_job_destruction", job.c.destruction)
 Index("ix_uws_job_running", job.c.phase, job.c.deadline)
+# A batch's jobs in creation order, and its counts by phase, read from the index alone.
+Index("ix_uws_job_batch", job.c.batch_id, job.c.creation_time, job.c.id, job.c.phase)
+
+# A batch: jobs created together by one request (POST /{service}/batches).
+batch = Table(
+    "uws_batch", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("service", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),   # "" = anonymous
+    Column("run_id", Text),
+    Column("creation_time", DateTime, nullable=False),
+    Column("job_count", Integer, nullable=False),   # jobs created (some may be deleted since)
+)
+# An owner's batches, newest first; unscoped (administrator) lists.
+Index("ix_uws_batch_list", batch.c.service, batch.c.owner, batch.c.creation_time, batch.c.id)
+Index("ix_uws_batch_all", batch.c.service, batch.c.creation_time, batch.c.id)
 
 parameter = Table(
     "uws_parameter", metadata,

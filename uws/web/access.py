@@ -51,6 +51,19 @@ def job_use_case_view(view):
     return guarded
 
 
+def public_view(view):
+    """Guard a view of a service's public description (VOSI): every caller may read it,
+    also anonymous ones of a service that needs an identity (registries and monitors
+    call without credentials); 404 for an unknown service.  Nothing of any job is
+    reachable through it."""
+    @functools.wraps(view)
+    def guarded(service: str, *args, **kwargs):
+        jobs_api().service(service)     # NotFound for an unknown name
+        return view(service, *args, **kwargs)
+    setattr(guarded, MARK, "public")
+    return guarded
+
+
 def _require_identity(name: str) -> bool:
     """401 for an anonymous caller the service refuses; whether the service exists."""
     service = jobs_api().config.services.get(name)
@@ -61,5 +74,5 @@ def _require_identity(name: str) -> bool:
 
 
 def access_of(view) -> str | None:
-    """What a view checks ("service", "job"), or None if it is not guarded."""
+    """What a view checks ("service", "job", "public"), or None if it is not guarded."""
     return getattr(view, MARK, None)

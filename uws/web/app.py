@@ -23,9 +23,9 @@ from ..store import Store
 from ..store.stats import StatsStore
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import identity, job, joblist, metrics, pages, static, stats
-from .http import MAX_FORM_BYTES, UWSRequest, base_url, text
-from .negotiation import host_problem, wants_html
+from . import batches, identity, job, joblist, metrics, pages, static, stats, vosi
+from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
+from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,9 @@ def create_app(config=None) -> Flask:
     app.extensions["uws"] = _build(cfg)
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
+    batches.install(app, app.extensions["uws"])
     app.register_blueprint(job.bp)
+    app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
     stats.install(app, Statistics(StatsStore(app.extensions["uws"].store.engine)))
     metrics.install(app)
@@ -163,10 +165,7 @@ def _security_headers(response):
 def _error_handlers(app: Flask) -> None:
     @app.errorhandler(UWSError)
     def _uws_error(exc: UWSError):
-        if wants_html():
-            response = pages.error_page(exc.status, str(exc))
-        else:
-            response = text(f"{exc}\n", status=exc.status)
+        response = _error_response(exc.status, str(exc))
         if exc.status == 401:
             response.headers["WWW-Authenticate"] = app.extensions["uws"].config.auth.challenge()
         if isinstance(exc, RetryLater):
@@ -175,10 +174,7 @@ def _error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
-        if wants_html():
-            response = pages.error_page(exc.code or 500, exc.description or "")
-        else:
-            response = text(f"{exc.description}\n", status=exc.code or 500)
+        response = _error_response(exc.code or 500, exc.description or "")
         for name, value in exc.get_headers():
             if name.lower() in ("allow", "www-authenticate", "content-range"):
                 response.headers[name] = value
@@ -187,4 +183,17 @@ def _error_handlers(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
         log.exception("unexpected error")
+        if wants_json():
+            return _error_response(500, "internal server error")
         return text("internal server error\n", status=500)
+
+
+def _error_response(status: int, message: str):
+    """An error as asked for: ``{"error": {"status", "message"}}`` for JSON, a page for
+    browsers, plain text for everyone else."""
+    if wants_json():
+        return json_response({"error": {"status": status, "message": message}}, status,
+                             headers=NEGOTIATED)
+    if wants_html():
+        return pages.error_page(status, message)
+    return text(f"{message}\n", status=status, headers=NEGOTIATED)

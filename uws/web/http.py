@@ -220,5 +220,10 @@ def json_response(doc, status: int = 200, headers=None) -> Response:
     return Response(body, status=status, content_type=JSON_TYPE, headers=headers)
 
 
+def json_stream(body, status: int = 200, headers=None) -> Response:
+    """A JSON body already encoded (bytes, or an iterator of chunks to stream)."""
+    return Response(body, status=status, content_type=JSON_TYPE, headers=headers)
+
+
 def text(body: str, status: int = 200, headers=None) -> Response:
     return Response(body, status=status, content_type=TEXT_TYPE, headers=headers)

@@ -1,11 +1,14 @@
 """One job and its children: /{jobs}/{id}[/phase|/executionduration|...]."""
 from __future__ import annotations
 
+import dataclasses
+
 from flask import Blueprint, request
 from werkzeug.datastructures import FileStorage
 
 from ..errors import BadRequest, NotFound, TooLarge
 from ..jobs import Caller
+from ..render import json as jsonr
 from ..render import xml as xmlr
 from ..timeutil import format_time
 from . import forms, identity, pages
@@ -20,6 +23,7 @@ from .http import (
     form_pairs,
     job_url,
     jobs_api,
+    json_response,
     query_value,
     see_other,
     single,
@@ -28,7 +32,7 @@ from .http import (
     uploads,
     xml,
 )
-from .negotiation import NEGOTIATED, wants_html
+from .negotiation import choose, wants_html
 from .paging import phase_value
 
 bp = Blueprint("job", __name__)
@@ -69,9 +73,9 @@ def get_job(service: str, job_id: str):
         job = api.get(service, job_id, caller())
     else:
         job = api.wait(service, job_id, _wait_seconds(wait), _wait_phase(), caller())
-    if wants_html():
-        return pages.job_page(job)
-    return xml(xmlr.job_document(job, _links(service, job_id)), headers=NEGOTIATED)
+    links = _links(service, job_id)
+    return choose(lambda: xml(xmlr.job_document(job, links)),
+                  lambda: json_response(jsonr.job(job, links)), lambda: pages.job_page(job))
 
 
 def _wait_seconds(text_value: str) -> int:
@@ -132,7 +136,8 @@ def delete_job(service: str, job_id: str):
 @bp.route(JOB + "/phase", methods=["GET"])
 @job_view
 def get_phase(service: str, job_id: str):
-    return text(_job(service, job_id).phase.value)
+    job = _job(service, job_id)
+    return choose(lambda: text(job.phase.value), lambda: json_response(jsonr.phase_document(job)))
 
 
 @bp.route(JOB + "/phase", methods=["POST"])
@@ -174,7 +179,9 @@ def _required_form_value(name: str) -> str:
 @bp.route(JOB + "/executionduration", methods=["GET"])
 @job_view
 def get_duration(service: str, job_id: str):
-    return text(str(_job(service, job_id).execution_duration))
+    job = _job(service, job_id)
+    return choose(lambda: text(str(job.execution_duration)),
+                  lambda: json_response(jsonr.execution_duration_document(job)))
 
 
 @bp.route(JOB + "/executionduration", methods=["POST"])
@@ -188,7 +195,9 @@ def post_duration(service: str, job_id: str):
 @bp.route(JOB + "/destruction", methods=["GET"])
 @job_view
 def get_destruction(service: str, job_id: str):
-    return text(format_time(_job(service, job_id).destruction))
+    job = _job(service, job_id)
+    return choose(lambda: text(format_time(job.destruction)),
+                  lambda: json_response(jsonr.destruction_document(job)))
 
 
 @bp.route(JOB + "/destruction", methods=["POST"])
@@ -204,28 +213,33 @@ def post_destruction(service: str, job_id: str):
 @bp.route(JOB + "/quote", methods=["GET"])
 @job_view
 def get_quote(service: str, job_id: str):
-    return text(format_time(_job(service, job_id).quote))
+    job = _job(service, job_id)
+    return choose(lambda: text(format_time(job.quote)),
+                  lambda: json_response(jsonr.quote_document(job)))
 
 
 @bp.route(JOB + "/owner", methods=["GET"])
 @job_view
 def get_owner(service: str, job_id: str):
-    return text(_job(service, job_id).owner)
+    job = _job(service, job_id)
+    return choose(lambda: text(job.owner), lambda: json_response(jsonr.owner_document(job)))
 
 
 @bp.route(JOB + "/error", methods=["GET"])
 @job_view
 def get_error(service: str, job_id: str):
-    error = _job(service, job_id).error
-    if error is None:
-        return text("")
-    return text(error.detail or error.message)
+    job = _job(service, job_id)
+    error = job.error
+    return choose(lambda: text("" if error is None else error.detail or error.message),
+                  lambda: json_response(jsonr.error_document(job)))
 
 
 @bp.route(JOB + "/results", methods=["GET"])
 @job_view
 def get_results(service: str, job_id: str):
-    return xml(xmlr.results_document(_job(service, job_id), _links(service, job_id)))
+    job, links = _job(service, job_id), _links(service, job_id)
+    return choose(lambda: xml(xmlr.results_document(job, links)),
+                  lambda: json_response(jsonr.results_document(job, links)))
 
 
 @bp.route(JOB + "/results/<result_id>", methods=["GET"])
@@ -247,8 +261,9 @@ def get_result(service: str, job_id: str, result_id: str):
 @bp.route(JOB + "/parameters", methods=["GET"])
 @job_view
 def get_parameters(service: str, job_id: str):
-    job = _job(service, job_id)
-    return xml(xmlr.parameters_document(job, _links(service, job_id)))
+    job, links = _job(service, job_id), _links(service, job_id)
+    return choose(lambda: xml(xmlr.parameters_document(job, links)),
+                  lambda: json_response(jsonr.parameters_document(job, links)))
 
 
 @bp.route(JOB + "/parameters", methods=["POST"])
@@ -273,7 +288,9 @@ def get_parameter(service: str, job_id: str, name: str):
     if p.is_upload:
         return download(jobs_api().files.open_upload(job_id, p.name),
                         "application/octet-stream", p.name)
-    return text("\n".join(q.value for q in params))
+    return choose(lambda: text("\n".join(q.value for q in params)),
+                  lambda: json_response(jsonr.parameters_document(
+                      dataclasses.replace(job, parameters=params), _links(service, job_id))))
 
 
 @bp.route(JOB + "/parameters/<name>", methods=["PUT"])

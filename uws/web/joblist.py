@@ -5,14 +5,20 @@ from flask import Blueprint, Response, request
 
 from ..errors import BadRequest
 from ..jobs import Control
+from ..render import json as jsonr
 from ..render import xml as xmlr
 from . import forms, pages, paging
 from .access import service_view
 from .http import (
+    JSON_TYPE,
+    XML_TYPE,
     base_url,
     form_pairs,
     job_url,
     jobs_api,
+    json_response,
+    json_stream,
+    query_values,
     see_other,
     single,
     split_control,
@@ -21,7 +27,7 @@ from .http import (
     xml,
 )
 from .job import caller
-from .negotiation import NEGOTIATED, wants_html
+from .negotiation import NEGOTIATED, choose, wants_html, wants_json
 
 bp = Blueprint("joblist", __name__)
 
@@ -31,33 +37,49 @@ COUNT_HEADER = "X-Job-Count"
 
 @bp.route("/", methods=["GET"])
 def root():
-    if wants_html():
-        return pages.index_page()
-    lines = [f"{base_url()}{name}\t{s.description}" for name, s in jobs_api().config.services.items()]
-    return text("\n".join(lines) + "\n", headers=NEGOTIATED)
+    services = [(name, f"{base_url()}{name}", s.description)
+                for name, s in jobs_api().config.services.items()]
+    return choose(lambda: text("".join(f"{href}\t{d}\n" for _, href, d in services)),
+                  lambda: json_response(jsonr.services_document(services)), pages.index_page)
 
 
 @bp.route("/<service>", methods=["GET", "HEAD"], strict_slashes=False)
 @service_view
 def job_list(service: str):
     api = jobs_api()
-    if request.method == "GET" and wants_html():
+    if request.method == "GET" and wants_html() and not wants_json():
         return pages.service_page(service, caller())
     q, paged = paging.list_query()
     if request.method == "HEAD":
         count = api.count(service, q, caller())
-        return Response(status=200, content_type="text/xml; charset=utf-8",
-                        headers={COUNT_HEADER: str(count)})
-    refs = api.list(service, q, caller())
-    prefix = f"{base_url()}{service}/"     # a streamed body outlives the request context
-    body = xmlr.job_list(refs, lambda job_id: prefix + job_id)
+        return Response(status=200, content_type=JSON_TYPE if wants_json() else XML_TYPE,
+                        headers={COUNT_HEADER: str(count), **NEGOTIATED})
+    return _list_document(service, q, paged, api.list(service, q, caller()))
+
+
+def _list_document(service: str, q, paged: bool, refs):
+    """The list as XML or JSON: streamed as it is read when unbounded; a bounded page
+    whole with its length (so the connection stays open) and its next page's link."""
+    list_url = f"{base_url()}{service}"
+    prefix = list_url + "/"     # a streamed body outlives the request context
+
+    def href(job_id: str) -> str:
+        return prefix + job_id
+
     if not isinstance(refs, list):
-        return xml(body, headers=NEGOTIATED)   # unbounded: streamed as it is read
-    headers = dict(NEGOTIATED)
+        return choose(lambda: xml(xmlr.job_list(refs, href)),
+                      lambda: json_stream(jsonr.job_list(refs, href)))
+    headers, tail = dict(NEGOTIATED), {}
     if paged and len(refs) == q.limit:
-        headers["Link"] = paging.next_link(f"{base_url()}{service}", q, refs[-1])
-    # A bounded page is sent whole with its length, so the connection stays open.
-    return xml(b"".join(body), headers=headers)
+        headers["Link"] = paging.next_link(list_url, q, refs[-1])
+        tail["next"] = paging.next_url(list_url, q, refs[-1])
+
+    # No total: a count with AFTER scans every match, on each page; HEAD gives it.
+    def as_json():
+        if "next" in tail and query_values("FORMAT"):
+            tail["next"] += "&FORMAT=json"      # a browser following it gets JSON again
+        return json_stream(b"".join(jsonr.job_list(refs, href, tail)), headers=headers)
+    return choose(lambda: xml(b"".join(xmlr.job_list(refs, href)), headers=headers), as_json)
 
 
 @bp.route("/<service>", methods=["POST"], strict_slashes=False)

@@ -1,11 +1,28 @@
 """Content negotiation: who gets HTML pages, who gets the UWS documents."""
 from __future__ import annotations
 
-from flask import current_app, request
+from collections.abc import Callable
+
+from flask import Response, current_app, request
 from werkzeug.exceptions import BadHost
 
-#: Headers of a representation chosen by the Accept header (HTML or XML), for caches.
+#: Headers of a representation chosen by the Accept header (HTML, JSON or XML), for caches.
 NEGOTIATED = {"Vary": "Accept"}
+
+
+def choose(xml: Callable[[], Response], json: Callable[[], Response],
+           html: Callable[[], Response] | None = None) -> Response:
+    """The representation this request asks for, built by the one callable chosen:
+    JSON (:func:`wants_json`), else HTML for browsers where a page exists, else XML
+    (or the plain text UWS defines).  Each answer carries ``Vary: Accept``."""
+    if wants_json():
+        response = json()
+    elif html is not None and wants_html():
+        response = html()
+    else:
+        response = xml()
+    response.headers.setdefault("Vary", "Accept")
+    return response
 
 
 def wants_html() -> bool:

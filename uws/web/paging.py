@@ -126,9 +126,14 @@ def decode_cursor(text: str) -> tuple[dt.datetime, str]:
 
 
 def next_link(list_url: str, q: ListQuery, last_ref) -> str:
+    """The ``Link`` header naming the page after the one ending with ``last_ref``."""
+    return f'<{next_url(list_url, q, last_ref)}>; rel="next"'
+
+
+def next_url(list_url: str, q: ListQuery, last_ref) -> str:
     params = [("PHASE", p.value) for p in q.phases]
     if q.after is not None:
         params.append(("AFTER", q.after.isoformat() + "Z"))
     params.append(("extend", str(q.limit)))
     params.append(("cursor", encode_cursor(last_ref.creation_time, last_ref.id)))
-    return f'<{list_url}?{urlencode(params)}>; rel="next"'
+    return f"{list_url}?{urlencode(params)}"

@@ -1,7 +1,7 @@
 """Statistics: duration histograms and sampled job counts.
 
 Revision ID: 0007
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-24
 
 Both start empty: durations are recorded from the upgrade on (jobs that ended
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
