@@ -65,7 +65,7 @@ def old_store(url: str):
         m.setattr(uws.store.counts, "bump", lambda conn, deltas: None)
         m.setattr(uws.store.usage, "add", lambda *args: None)
         store = Store(url)
-        store.change_hooks.clear()      # nor an event log
+        store.change_hooks.clear()      # nor the hooks writing to later revisions' tables
         try:
             yield store
         finally:

@@ -25,6 +25,8 @@ from .services import FALSE_WORDS, TRUE_WORDS, ParamSpec, Service
 
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
+#: Paths of the server's own that no service may take.
+RESERVED_NAMES = frozenset({"stats", "metrics"})
 
 
 class ConfigError(ValueError):
@@ -46,6 +48,7 @@ class Config:
     threads: int = _setting("server", 400, min=1, max=10000)  # HTTP threads (a WAIT holds one)
     max_waiters: int = _setting("server", 0, min=0)     # concurrent WAITs; 0 = threads - 16
     scheduler: bool = _setting("server", True)          # run the sweeps in this process
+    metrics_public: bool = _setting("server", False)    # GET /metrics for anyone, not admins only
     max_upload_bytes: int = _setting("server", 100 * 1024 * 1024, min=0)
     redirect_last: int = _setting("server", 100, min=1)   # LAST=n of a DELETE's redirect
     # the base of every absolute URL behind a reverse proxy ("" = as the client addressed us)
@@ -211,6 +214,8 @@ def _services(table) -> dict[str, Service]:
     services = {}
     for name, raw in table.items():
         where = f"services.{name}"
+        if name in RESERVED_NAMES:     # the server's own resources have these paths
+            raise shapes.ShapeError(where, f"{name!r} is a reserved name")
         service = shapes.read(Service, raw, where, name=name)
         service = _default_durations(service, raw, where)
         _check_runnable(service, where)

@@ -23,5 +23,7 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
                       seconds=timing.LOST_LEASE_SWEEP, id="local-workers")
     scheduler.add_job(sweeps.prune_events, "interval", seconds=timing.EVENT_PRUNE_SWEEP,
                       id="events")
+    scheduler.add_job(sweeps.sample_statistics, "interval", seconds=timing.STATS_SWEEP,
+                      id="statistics")
     scheduler.start()
     return scheduler

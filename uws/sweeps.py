@@ -1,5 +1,5 @@
 """System-side use cases run on a schedule: execution-duration deadlines,
-destruction, and jobs whose worker was lost.
+destruction, jobs whose worker was lost, and the statistics' samples.
 
 Each sweep is idempotent and decided by conditional updates, so any number of
 processes may run them against one database at once.
@@ -10,24 +10,46 @@ import datetime as dt
 import logging
 import os
 import socket
+from typing import TYPE_CHECKING, Protocol
 
+from . import stats as stats_mod
 from . import timeutil
 from .execution import lost
 from .execution.strays import kill_strays
 from .model import ErrorSummary
 from .ports import Executor, Files, RunStore, Settings
 
+if TYPE_CHECKING:
+    import datetime as dt
+
 log = logging.getLogger(__name__)
 PRUNE_CHUNK = 1000      # events deleted per transaction
 PRUNE_CHUNKS = 100      # transactions per run, at most (the next run goes on)
 
 
+class StatsSamples(Protocol):
+    """The statistics' writes (:class:`uws.store.stats.StatsStore`)."""
+
+    def sample_phases(self, now: dt.datetime) -> bool: ...
+    def prune(self, before: dt.datetime) -> None: ...
+
+
 class Sweeps:
-    def __init__(self, *, config: Settings, store: RunStore, files: Files, executor: Executor):
+    def __init__(self, *, config: Settings, store: RunStore, files: Files, executor: Executor,
+                 stats: StatsSamples | None = None):
         self.config = config
         self.store = store
         self.files = files
         self.executor = executor
+        self.stats = stats
+
+    def sample_statistics(self) -> None:
+        """Record the job counts of this time bucket (once, whichever process comes
+        first), and forget the statistics older than the longest window."""
+        if self.stats is not None:
+            now = timeutil.now()
+            self.stats.sample_phases(now)
+            self.stats.prune(timeutil.add_seconds(now, -stats_mod.KEEP_SECONDS))
 
     def enforce_deadlines(self) -> None:
         """Abort EXECUTING jobs past their execution duration (UWS 1.1 §2.1.4)."""

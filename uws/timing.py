@@ -14,6 +14,8 @@ DESTRUCTION_SWEEP = 0.5
 EVENT_PRUNE_SWEEP = 60.0
 #: how often expired leases (jobs whose worker died) are looked for
 LOST_LEASE_SWEEP = 5.0
+#: how often the statistics sample the job counts (a sample per 5-minute bucket)
+STATS_SWEEP = 60.0
 
 # -- the local executor (uws.execution.process) -------------------------------------
 #: how long a worker's claim on a running job lasts without renewal; renewed every

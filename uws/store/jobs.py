@@ -29,6 +29,7 @@ from .holds import HoldQueries
 from .lists import ListQueries
 from .notify import ChangeListener, announce
 from .running import RunningQueries
+from .stats import record_durations
 from .tables import attempt as A
 from .tables import job as J
 from .tables import job_bytes as B
@@ -44,8 +45,9 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        # see uws.store.changes; the event log in every process that changes jobs
-        self.change_hooks: list[ChangeHook] = [record]
+        # see uws.store.changes; the event log and the duration histograms are kept
+        # in every process that changes jobs
+        self.change_hooks: list[ChangeHook] = [record, record_durations]
         self.progress_events = ProgressThrottle()
         self.change_hooks.append(self.release_quota_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"

@@ -168,3 +168,33 @@ hold = Table(
     Column("created", DateTime, nullable=False),
     Column("reason", Text, nullable=False),
 )
+
+# Durations of the jobs that started (wait: creation to start) and ended (run: start
+# to end), as counts per log-spaced bin of each time bucket (uws/stats.py: 5 minutes
+# wide for the hour window, an hour wide for the day window), kept by a
+# change hook (uws/store/stats.py): percentiles over a window read a few hundred rows.
+duration_bins = Table(
+    "uws_duration_bins", metadata,
+    # An owner's window is one range of the key, in one service or all.
+    Column("owner", String(255), primary_key=True),
+    Column("width", Integer, primary_key=True),        # the bucket's, in seconds
+    Column("bucket", DateTime, primary_key=True),
+    Column("service", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),       # "wait" or "run"
+    Column("bin", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)
+# Everyone's window (administrators: a row per owner, bucket and bin), and the sweep
+# pruning old buckets.
+Index("ix_uws_duration_bins_bucket", duration_bins.c.width, duration_bins.c.bucket,
+      duration_bins.c.service)
+
+# The job counters summed by service and phase, sampled once per time bucket by a sweep
+# (the first process to sample a bucket wins): the history behind the statistics chart.
+phase_samples = Table(
+    "uws_phase_samples", metadata,
+    Column("at", DateTime, primary_key=True),
+    Column("service", String(64), primary_key=True),
+    Column("phase", String(16), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)

@@ -19,10 +19,12 @@ from ..jobs import Jobs
 from ..ports import Executor
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
+from ..stats import Statistics
 from ..store import Store
+from ..store.stats import StatsStore
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
-from . import batches, events, holds, identity, job, joblist, pages, static, vosi
+from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
 from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
@@ -51,6 +53,8 @@ def create_app(config=None) -> Flask:
     app.register_blueprint(vosi.bp)
     app.register_blueprint(static.bp)
     holds.install(app)
+    stats.install(app, Statistics(StatsStore(app.extensions["uws"].store.engine)))
+    metrics.install(app)
     pages.install(app)
     identity.install(app)
     _error_handlers(app)
@@ -64,7 +68,8 @@ def create_app(config=None) -> Flask:
 
 def _start_background(app: Flask, cfg: config_mod.Config) -> None:
     api = app.extensions["uws"]
-    sweeps = Sweeps(config=cfg, store=api.store, files=api.files, executor=api.executor)
+    sweeps = Sweeps(config=cfg, store=api.store, files=api.files, executor=api.executor,
+                    stats=app.extensions["uws_stats"].store)
     sweeps.recover_dead_local_workers()     # before taking new work
     api.executor.start()
     if cfg.scheduler:

@@ -1,0 +1,102 @@
+"""GET /metrics: Prometheus text exposition (``prometheus_client``).
+
+* ``uws_jobs{service,phase}``, ``uws_queued_jobs{service}``, ``uws_held_jobs{service}``:
+  read from the job counters at scrape time (everyone's jobs, no owner labels), so
+  every front end reports the same figures.
+* ``uws_http_requests_total{route,method,status}`` and
+  ``uws_http_request_duration_seconds{route,method}``: this process's requests, by
+  Flask route pattern (``/<service>/<job_id>``, never the raw path: the label values
+  stay few whatever clients send).  Under gunicorn each worker process counts its own;
+  a scrape sees the one that answers it (sum them, or scrape each worker's port).
+
+Who may scrape: administrators, or anyone with ``[server] metrics_public = true``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from flask import Blueprint, Flask, Response, current_app, g, request
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..errors import Forbidden
+from ..phases import Phase
+from . import identity
+from .http import jobs_api
+
+bp = Blueprint("metrics", __name__)
+_UNMATCHED = "(unmatched)"
+# Seconds: from a millisecond GET to a minute-long WAIT.
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class JobCollector:
+    """The job gauges, from the maintained counters at each scrape."""
+
+    def __init__(self, job_counts):
+        self.job_counts = job_counts
+
+    def collect(self) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily("uws_jobs", "Jobs by service and phase", labels=["service", "phase"])
+        queued = GaugeMetricFamily("uws_queued_jobs", "QUEUED jobs (the queue's length)",
+                                   labels=["service"])
+        held = GaugeMetricFamily("uws_held_jobs", "HELD jobs", labels=["service"])
+        summed: dict[tuple[str, Phase], int] = {}
+        for (service, _, phase), n in self.job_counts().items():
+            summed[(service, phase)] = summed.get((service, phase), 0) + n
+        for (service, phase), n in sorted(summed.items()):
+            jobs.add_metric([service, phase.value], n)
+        for service in sorted({s for s, _ in summed}):
+            queued.add_metric([service], summed.get((service, Phase.QUEUED), 0))
+            held.add_metric([service], summed.get((service, Phase.HELD), 0))
+        yield from (jobs, queued, held)
+
+
+class Metrics:
+    """One app's registry: its request metrics and the job collector."""
+
+    def __init__(self, job_counts):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("uws_http_requests", "HTTP requests answered",
+                                ["route", "method", "status"], registry=self.registry)
+        self.latency = Histogram("uws_http_request_duration_seconds",
+                                 "Time to build each response (a streamed body's sending excluded)",
+                                 ["route", "method"], buckets=_BUCKETS, registry=self.registry)
+        self.registry.register(JobCollector(job_counts))
+
+    def observe(self, response):
+        started = g.pop("uws_started", None)
+        if started is not None:
+            rule = request.url_rule
+            route = rule.rule if rule is not None else _UNMATCHED
+            self.requests.labels(route, request.method, str(response.status_code)).inc()
+            self.latency.labels(route, request.method).observe(time.perf_counter() - started)
+        return response
+
+
+def _start_clock() -> None:
+    g.uws_started = time.perf_counter()
+
+
+@bp.route("/metrics", methods=["GET"])
+def metrics():
+    api = jobs_api()
+    if not api.config.metrics_public:
+        caller = identity.current_caller()
+        if not caller.admin:
+            if not caller.owner and api.config.auth.modes:
+                raise identity.Unauthorized("the metrics are for administrators")
+            raise Forbidden("the metrics are for administrators")
+    body = generate_latest(current_app.extensions["uws_metrics"].registry)
+    return Response(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def install(app: Flask) -> None:
+    """The route, and the clock around every request (first in, last out)."""
+    store = app.extensions["uws"].store
+    collected = app.extensions["uws_metrics"] = Metrics(lambda: store.job_counts())
+    app.before_request_funcs.setdefault(None, []).insert(0, _start_clock)
+    app.after_request(collected.observe)
+    app.register_blueprint(bp)
