@@ -6,7 +6,7 @@ import math
 import time
 from typing import NoReturn
 
-from . import estimates, phases, timeutil
+from . import callbacks, estimates, phases, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
 from .phases import Phase
@@ -35,6 +35,7 @@ class Control:
     run_id: str | None = None
     execution_duration: str | None = None
     destruction: str | None = None
+    callback: str | None = None     # a URL to POST the job to when it ends (uws.callbacks)
 
 
 class Jobs:
@@ -72,6 +73,8 @@ class Jobs:
             self._missing(service, job_id)
         if job.phase in phases.ACTIVE:
             job.quote = self._quote(job)
+        if job.callback_url is not None:
+            job.callback = self.store.callback_of("job", job.id, job.callback_url)
         return job
 
     def _quote(self, job: Job):
@@ -128,12 +131,14 @@ class Jobs:
         except ParameterError as exc:
             raise BadRequest(str(exc)) from None
         _check_run_id(control.run_id)
+        callback_url = None if control.callback is None else \
+            _checked_callback(service, control.callback)
         quota = service.quota(caller.owner)
         self._check_quota(service, caller.owner, quota)
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
-            creation_time=now, run_id=control.run_id,
+            creation_time=now, run_id=control.run_id, callback_url=callback_url,
             execution_duration=service.execution_duration,
             destruction=_destruction_default(service, now),
         )
@@ -260,6 +265,17 @@ class Jobs:
             when = min(when, timeutil.add_seconds(job.creation_time, service.max_lifetime))
         return when
 
+    def set_callback(self, service: str, job_id: str, url: str,
+                     caller: Caller = ANONYMOUS) -> None:
+        """CALLBACK: the URL to POST the job to when it ends, while PENDING.  Raises
+        NotFound, BadRequest (a URL the service refuses), Forbidden (another owner's
+        job, or one no longer PENDING)."""
+        self._phase(service, job_id, caller)
+        checked = _checked_callback(self.service(service), url)
+        if not self.store.set_callback(job_id, checked):
+            phase = self._phase(service, job_id, caller)
+            raise Forbidden(f"the callback cannot change once a job is {phase.value}")
+
     def update_parameters(self, service_name: str, job_id: str, pairs, uploads: dict,
                           caller: Caller = ANONYMOUS, run_id: str | None = None) -> None:
         """Replace (or, for multi-valued names, add) parameters while PENDING;
@@ -335,6 +351,13 @@ def _check_run_id(run_id: str | None) -> None:
         check_run_id(run_id)
     except ValueError as exc:
         raise BadRequest(f"RUNID: {exc}") from None
+
+
+def _checked_callback(service: Service, url: str) -> str:
+    try:
+        return callbacks.check_url(url, service.callback_hosts)
+    except callbacks.CallbackError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _destruction_default(service: Service, now):

@@ -5,8 +5,12 @@ import dataclasses
 import datetime as dt
 import re
 import uuid
+from typing import TYPE_CHECKING
 
 from .phases import Phase
+
+if TYPE_CHECKING:
+    from .callbacks import Delivery
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 # What XML 1.0 cannot carry: control characters but tab, LF and CR; surrogates;
@@ -122,6 +126,8 @@ class Job:
     progress_message: str | None = None
     parameters: list[Parameter] = dataclasses.field(default_factory=list)
     results: list[Result] = dataclasses.field(default_factory=list)
+    callback_url: str | None = None     # the CALLBACK the job named (uws.callbacks)
+    callback: Delivery | None = None    # what became of it, when asked for
 
     def parameter_values(self, name: str) -> list[str]:
         return [p.value for p in self.parameters if p.name == name]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from .callbacks import Delivery
 from .model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from .phases import Phase
 from .services import Quota, Service
@@ -53,6 +54,8 @@ class JobStore(Protocol):
                    owner: str | None = None) -> bool: ...
     def queue_position(self, job_id: str, service: str) -> int: ...
     def recent_run_seconds(self, service: str, limit: int = 20) -> list[float]: ...
+    def set_callback(self, job_id: str, url: str) -> bool: ...
+    def callback_of(self, kind: str, subject_id: str, url: str) -> Delivery: ...
 
 
 class RunStore(JobStore, Protocol):

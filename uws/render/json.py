@@ -63,4 +63,13 @@ def job(job: Job, links: Links, now=None) -> dict[str, Any]:
         "errorSummary": error_summary(job),
         "jobInfo": {"progress": progress(job, now or timeutil.now())},
     }
+    if job.callback is not None:
+        doc["jobInfo"]["callback"] = callback(job.callback)
     return doc
+
+
+def callback(delivery) -> dict[str, Any]:
+    """What ``<cb:callback>`` in ``jobInfo`` says."""
+    return {"url": delivery.url, "state": delivery.state, "attempts": delivery.attempts,
+            "status": delivery.status, "error": delivery.error,
+            "delivered": _time(delivery.delivered)}

@@ -138,9 +138,31 @@ def job_document(job: Job, links: Links, now=None) -> bytes:
     _results(root, job, links)
     if job.error is not None:
         _error(root, job)
-    if job.progress is not None or job.start_time is not None:
-        progress_info(etree.SubElement(root, _U + "jobInfo"), job, now or timeutil.now())
+    shows_progress = job.progress is not None or job.start_time is not None
+    if shows_progress or job.callback is not None:
+        info = etree.SubElement(root, _U + "jobInfo")
+        if shows_progress:
+            progress_info(info, job, now or timeutil.now())
+        if job.callback is not None:
+            callback_info(info, job.callback)
     return _tostring(root)
+
+
+CALLBACK_NS = "urn:ivoa-uws-server:callback"
+
+
+def callback_info(parent, delivery) -> None:
+    """``<cb:callback url= state= attempts= [status=] [delivered=]>last error</cb:callback>``."""
+    el = etree.SubElement(parent, "{%s}callback" % CALLBACK_NS, nsmap={"cb": CALLBACK_NS})
+    el.set("url", xml_text(delivery.url))
+    el.set("state", delivery.state)
+    el.set("attempts", str(delivery.attempts))
+    if delivery.status is not None:
+        el.set("status", str(delivery.status))
+    if delivery.delivered is not None:
+        el.set("delivered", format_time(delivery.delivered))
+    if delivery.error:
+        el.text = xml_text(delivery.error)
 
 
 def parameters_document(job: Job, links: Links) -> bytes:

@@ -20,7 +20,7 @@ from ..model import ErrorSummary, Job, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
-from . import counts, usage
+from . import callbacks, counts, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .lists import ListQueries
@@ -34,13 +34,15 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, RunningQueries, ListQueries):
+class Store(ChangeRecorder, RunningQueries, ListQueries, callbacks.CallbackQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        self.change_hooks: list[ChangeHook] = []    # see uws.store.changes
+        # See uws.store.changes.  The callback outbox is filled in every process that
+        # ends jobs (front ends, local and Celery workers).
+        self.change_hooks: list[ChangeHook] = [callbacks.enqueue]
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
 
@@ -373,7 +375,7 @@ def _job_row(job: Job) -> dict:
         phase=job.phase.value, creation_time=job.creation_time,
         start_time=job.start_time, end_time=job.end_time,
         execution_duration=job.execution_duration, destruction=job.destruction,
-        quote=job.quote, priority=0,
+        quote=job.quote, priority=0, callback_url=job.callback_url,
         error_type=err.type if err else None, error_message=err.message if err else None,
         error_detail=err.detail if err else None,
     )
@@ -395,7 +397,7 @@ def _job(row, params, results) -> Job:
         start_time=row.start_time, end_time=row.end_time, error=error,
         progress=row.progress, progress_message=row.progress_message,
         parameters=[Parameter(name, value, bool(by_ref)) for name, value, by_ref in params],
-        results=[Result(*r) for r in results],
+        results=[Result(*r) for r in results], callback_url=row.callback_url,
     )
 
 

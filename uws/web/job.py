@@ -33,7 +33,7 @@ from .paging import phase_value
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
-JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID"})
+JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID", "CALLBACK"})
 
 
 def caller() -> Caller:
@@ -100,10 +100,13 @@ def post_job(service: str, job_id: str):
     # Every control value is checked before anything changes: a 400 changes nothing.
     phase = _phase_word(single(control, "PHASE"))
     run_id = single(control, "RUNID")
+    callback = single(control, "CALLBACK")
     files = uploads()
+    if callback is not None:
+        api.set_callback(service, job_id, callback, caller())
     if pairs or files or run_id is not None:
         api.update_parameters(service, job_id, pairs, files, caller(), run_id)
-    else:
+    elif callback is None:
         _job(service, job_id)   # 404/403 even for an empty POST
     if phase is not None:
         _change_phase(service, job_id, phase)

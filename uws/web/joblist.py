@@ -25,7 +25,7 @@ from .negotiation import NEGOTIATED, wants_html
 
 bp = Blueprint("joblist", __name__)
 
-CREATE_CONTROL = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION"})
+CREATE_CONTROL = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "CALLBACK"})
 COUNT_HEADER = "X-Job-Count"
 
 
@@ -79,7 +79,8 @@ def _control(control: dict) -> Control:
         raise BadRequest(f"PHASE: only RUN may be given at creation, not {phase!r}")
     return Control(run=phase is not None, run_id=single(control, "RUNID"),
                    execution_duration=single(control, "EXECUTIONDURATION"),
-                   destruction=single(control, "DESTRUCTION"))
+                   destruction=single(control, "DESTRUCTION"),
+                   callback=single(control, "CALLBACK"))
 
 
 def _create_from_browser(service: str, control: dict, pairs):
