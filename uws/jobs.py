@@ -73,8 +73,9 @@ class Jobs:
             self._missing(service, job_id)
         if job.phase in phases.ACTIVE:
             job.quote = self._quote(job)
-        if job.callback_url is not None:
-            job.callback = self.store.callback_of("job", job.id, job.callback_url)
+        job.callback = self.store.callback_of(job.id)
+        if job.callback is not None:
+            job.callback_url = job.callback.url
         return job
 
     def _quote(self, job: Job):

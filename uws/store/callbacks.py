@@ -19,25 +19,25 @@ from .. import callbacks, phases, timeutil
 from .changes import Change
 from .tables import callback as C
 from .tables import job as J
+from .tables import job_callback as JC
 
 JOB = "job"
 _ENDED = frozenset(p.value for p in phases.TERMINAL)     # COMPLETED, ERROR, ABORTED
 _CANDIDATES = 8     # due rows looked at per claim; several threads race for them
 
 
+def name(conn: sa.Connection, job_id: str, url: str) -> None:
+    """Record the job's CALLBACK (inside the transaction creating or changing it)."""
+    conn.execute(JC.delete().where(JC.c.job_id == job_id))
+    conn.execute(JC.insert().values(job_id=job_id, url=url))
+
+
 def enqueue(conn: sa.Connection, change: Change) -> None:
     """Change hook: a job with a callback that reaches COMPLETED, ERROR or ABORTED
-    gets a delivery due now."""
-    if change.new not in _ENDED or change.old == change.new:
+    gets a delivery due now (a job stored already ended, old=None, has not *reached* it)."""
+    if change.old is None or change.new not in _ENDED or change.old == change.new:
         return
-    now = timeutil.now()
-    named = sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, J.c.callback_url,
-                      sa.literal(callbacks.PENDING), sa.literal(0), sa.literal(now, sa.DateTime),
-                      sa.literal(now, sa.DateTime)).where(
-        J.c.id == change.job_id, J.c.callback_url.is_not(None))
-    conn.execute(C.insert().from_select(
-        ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
-         "due_time", "next_attempt"], named))
+    conn.execute(_ENQUEUE, {"id": change.job_id, "now": timeutil.now()})
 
 
 def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,
@@ -55,18 +55,23 @@ class CallbackQueries:
     def set_callback(self, job_id: str, url: str) -> bool:
         """Name the job's callback while it is PENDING; False otherwise."""
         with self.engine.begin() as conn:
-            return conn.execute(J.update().where(
+            # Lock the job row while checking its phase: a RUN cannot slip in between.
+            pending = conn.execute(J.update().where(
                 J.c.id == job_id, J.c.phase == phases.Phase.PENDING.value).values(
-                callback_url=url)).rowcount == 1
+                id=J.c.id)).rowcount == 1
+            if pending:
+                name(conn, job_id, url)
+            return pending
 
-    def callback_of(self, kind: str, subject_id: str, url: str) -> callbacks.Delivery:
-        """What became of the subject's latest delivery (waiting: none is due yet)."""
+    def callback_of(self, job_id: str) -> callbacks.Delivery | None:
+        """What became of the job's callback (None: it named none; waiting: it has
+        not ended yet), from its latest delivery."""
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(C).where(
-                C.c.subject_kind == kind, C.c.subject_id == subject_id)
-                .order_by(C.c.id.desc()).limit(1)).first()
+            row = conn.execute(_OUTCOME, {"id": job_id}).first()
         if row is None:
-            return callbacks.Delivery(url)
+            return None
+        if row.state is None:
+            return callbacks.Delivery(row.named)
         return callbacks.Delivery(row.url, row.state, row.attempts, row.last_status,
                                   row.last_error, row.delivered_time)
 
@@ -93,3 +98,17 @@ class CallbackQueries:
             return conn.execute(C.update().where(C.c.id == row_id, C.c.lease_owner == worker)
                                 .values(lease_owner=None, lease_expires=None,
                                         attempts=C.c.attempts + 1, **fields)).rowcount == 1
+
+
+_ENQUEUE = C.insert().from_select(
+    ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
+     "due_time", "next_attempt"],
+    sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
+              sa.literal(callbacks.PENDING), sa.literal(0),
+              sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
+    .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id == sa.bindparam("id")))
+# The named URL with the latest delivery, if any (one indexed read).
+_OUTCOME = (sa.select(JC.c.url.label("named"), C)
+            .select_from(JC.outerjoin(C, sa.and_(C.c.subject_kind == JOB,
+                                                 C.c.subject_id == JC.c.job_id)))
+            .where(JC.c.job_id == sa.bindparam("id")).order_by(C.c.id.desc()).limit(1))

@@ -89,6 +89,8 @@ class Store(ChangeRecorder, RunningQueries, ListQueries, callbacks.CallbackQueri
             if job.parameters:
                 conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
             conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
+            if job.callback_url is not None:
+                callbacks.name(conn, job.id, job.callback_url)
             self._record(conn, Change(job.id, job.service, job.owner, None, job.phase.value))
             usage.add(conn, job.service, job.owner, job.id, stored_bytes)
             if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
@@ -375,7 +377,7 @@ def _job_row(job: Job) -> dict:
         phase=job.phase.value, creation_time=job.creation_time,
         start_time=job.start_time, end_time=job.end_time,
         execution_duration=job.execution_duration, destruction=job.destruction,
-        quote=job.quote, priority=0, callback_url=job.callback_url,
+        quote=job.quote, priority=0,
         error_type=err.type if err else None, error_message=err.message if err else None,
         error_detail=err.detail if err else None,
     )
@@ -397,7 +399,7 @@ def _job(row, params, results) -> Job:
         start_time=row.start_time, end_time=row.end_time, error=error,
         progress=row.progress, progress_message=row.progress_message,
         parameters=[Parameter(name, value, bool(by_ref)) for name, value, by_ref in params],
-        results=[Result(*r) for r in results], callback_url=row.callback_url,
+        results=[Result(*r) for r in results],
     )
 
 

@@ -41,7 +41,6 @@ job = Table(
     Column("lease_owner", String(64)),
     Column("lease_expires", DateTime),
     Column("deadline", DateTime),        # start + execution duration, while EXECUTING
-    Column("callback_url", Text),        # CALLBACK: where to POST the job when it ends
 )
 
 # Lists are keyset pages over (creation_time, id) inside one service and owner;
@@ -105,7 +104,14 @@ job_count = Table(
     Column("n", BigInteger, nullable=False),
 )
 
-# The callback outbox (uws/store/callbacks.py): one row per delivery due, written in
+# The CALLBACK a job named: where to POST it when it ends (uws/store/callbacks.py).
+job_callback = Table(
+    "uws_job_callback", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("url", Text, nullable=False),
+)
+
+# The callback outbox: one row per delivery due, written in
 # the transaction that ends its subject (a job; later a batch), claimed with a lease
 # by one delivery thread at a time in any process.
 callback = Table(

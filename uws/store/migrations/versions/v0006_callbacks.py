@@ -1,4 +1,4 @@
-"""Callbacks: uws_job.callback_url and the delivery outbox uws_callback.
+"""Callbacks: uws_job_callback (the URL a job named) and the outbox uws_callback.
 
 Revision ID: 0006
 Revises: 0003
@@ -18,7 +18,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("uws_job", sa.Column("callback_url", sa.Text))
+    op.create_table(
+        "uws_job_callback",
+        sa.Column("job_id", sa.String(32), sa.ForeignKey("uws_job.id", ondelete="CASCADE"),
+                  primary_key=True),
+        sa.Column("url", sa.Text, nullable=False),
+    )
     op.create_table(
         "uws_callback",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -45,5 +50,4 @@ def downgrade() -> None:
     op.drop_index("ix_uws_callback_subject", "uws_callback")
     op.drop_index("ix_uws_callback_due", "uws_callback")
     op.drop_table("uws_callback")
-    with op.batch_alter_table("uws_job") as batch:
-        batch.drop_column("callback_url")
+    op.drop_table("uws_job_callback")
