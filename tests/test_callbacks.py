@@ -42,6 +42,7 @@ class Receiver:
     def __init__(self, statuses=(200,)):
         self.statuses = list(statuses)
         self.requests: list[tuple[dict, bytes]] = []
+        self.paths: list[str] = []
         self.hold = threading.Event()
         self.hold.set()
         self.lock = threading.Lock()
@@ -52,10 +53,13 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver.lock:
                     receiver.requests.append((dict(self.headers), body))
+                    receiver.paths.append(self.path)
                     n = len(receiver.requests)
                 receiver.hold.wait(30)
                 status = receiver.statuses[min(n, len(receiver.statuses)) - 1]
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", "/elsewhere")
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
@@ -198,6 +202,17 @@ def test_receiver_that_always_fails_ends_failed_within_the_retry_time(client):
         count = len(receiver.requests)
         time.sleep(0.5)     # a failed delivery is not attempted again
         assert len(receiver.requests) == count
+    finally:
+        receiver.close()
+
+
+def test_redirect_is_not_followed(client):
+    receiver = Receiver([302])
+    try:
+        job = run_job(client, receiver.url, service="brief")
+        el = settled(client, job, "brief")
+        assert (el.get("state"), el.get("status")) == ("failed", "302")
+        assert set(receiver.paths) == {"/hook"}
     finally:
         receiver.close()
 
@@ -359,6 +374,23 @@ def test_two_stores_on_one_database_deliver_each_row_once(tmp_path, db_url, rece
             d.stop()
         for s in stores:
             s.close()
+
+
+def test_deleting_a_job_drops_its_deliveries(tmp_path, db_url, receiver):
+    cfg = callback_config(tmp_path, db_url, scheduler=False, executor="none")
+    store = Store(cfg.db_url)
+    try:
+        job = Job(id=_new_id(), service="sleep", owner="", phase=Phase.PENDING,
+                  creation_time=now(), execution_duration=0, destruction=None,
+                  callback_url=receiver.url)
+        store.insert_job(job)
+        store.mark_aborted(job.id)
+        assert store.callback_of(job.id).state == "pending"
+        store.delete_job(job.id)
+        assert store.callback_of(job.id) is None
+        assert store.claim_callback("me", 60) is None
+    finally:
+        store.close()
 
 
 def _new_id() -> str:

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 THREADS = 4                 # deliveries at once per server process
 POLL = 1.0                  # seconds between looks for rows other processes made due
 MAX_RESPONSE_BYTES = 4096   # of a receiver's answer, read then dropped
+MAX_ADDRESSES = 3           # of a host's checked addresses, tried in turn
 USER_AGENT = "uws-callback"
 
 #: subject kind -> fn(api, outbox row, base URL) -> the JSON document, or None if
@@ -110,7 +111,7 @@ class Deliverer:
         """Longer than any attempt can take (connect and read, for each address)."""
         longest = max((s.callback_timeout for s in self.api.config.services.values()),
                       default=10.0)
-        return 4 * longest + 30
+        return 2 * longest * MAX_ADDRESSES + 30
 
     def deliver(self, row, worker: str) -> None:
         """One attempt at ``row`` (leased to ``worker``), and its outcome recorded."""
@@ -162,7 +163,7 @@ def post(url: str, body: bytes, service) -> int:
                "Host": urlsplit(url).netloc,
                **callbacks.signed_headers(service.callback_secret, int(time.time()), body)}
     timeout = (service.callback_timeout, service.callback_timeout)
-    for address in target.addresses:
+    for address in target.addresses[:MAX_ADDRESSES]:
         with requests.Session() as session:
             session.trust_env = False       # no proxy, no .netrc credentials
             session.mount(f"{target.scheme}://", _PinnedAdapter(target.host))

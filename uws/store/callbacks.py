@@ -34,10 +34,12 @@ def name(conn: sa.Connection, job_id: str, url: str) -> None:
 
 def enqueue(conn: sa.Connection, change: Change) -> None:
     """Change hook: a job with a callback that reaches COMPLETED, ERROR or ABORTED
-    gets a delivery due now (a job stored already ended, old=None, has not *reached* it)."""
-    if change.old is None or change.new not in _ENDED or change.old == change.new:
-        return
-    conn.execute(_ENQUEUE, {"id": change.job_id, "now": timeutil.now()})
+    gets a delivery due now (a job stored already ended, old=None, has not *reached* it);
+    a deleted job's deliveries go with it (there is nothing left to send)."""
+    if change.new is None:
+        conn.execute(C.delete().where(C.c.subject_kind == JOB, C.c.subject_id == change.job_id))
+    elif change.old is not None and change.new in _ENDED and change.old != change.new:
+        conn.execute(_ENQUEUE, {"id": change.job_id, "now": timeutil.now()})
 
 
 def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,
