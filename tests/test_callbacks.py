@@ -275,6 +275,13 @@ def test_callback_can_be_named_while_pending(client, receiver):
     assert receiver.bodies()[0]["jobId"] == job_id(path)
 
 
+def test_refused_callback_changes_no_parameter(client):
+    path = client.post("/sleep", data={"DURATION": "5"}).headers["Location"]
+    r = client.post(path, data={"CALLBACK": "ftp://127.0.0.1/", "DURATION": "7"})
+    assert r.status_code == 400
+    assert client.get(f"{path}/parameters/DURATION").get_data(as_text=True) == "5"
+
+
 def test_callback_cannot_change_once_the_job_ran(client, receiver):
     job = run_job(client, receiver.url)
     r = client.post(f"/sleep/{job}", data={"CALLBACK": receiver.url + "2"})

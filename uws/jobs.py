@@ -266,6 +266,10 @@ class Jobs:
             when = min(when, timeutil.add_seconds(job.creation_time, service.max_lifetime))
         return when
 
+    def check_callback(self, service: str, url: str) -> None:
+        """BadRequest unless ``service`` accepts ``url`` as a CALLBACK."""
+        _checked_callback(self.service(service), url)
+
     def set_callback(self, service: str, job_id: str, url: str,
                      caller: Caller = ANONYMOUS) -> None:
         """CALLBACK: the URL to POST the job to when it ends, while PENDING.  Raises

@@ -101,13 +101,16 @@ def post_job(service: str, job_id: str):
     phase = _phase_word(single(control, "PHASE"))
     run_id = single(control, "RUNID")
     callback = single(control, "CALLBACK")
-    files = uploads()
     if callback is not None:
-        api.set_callback(service, job_id, callback, caller())
+        api.check_access(service, job_id, caller())
+        api.check_callback(service, callback)
+    files = uploads()
     if pairs or files or run_id is not None:
         api.update_parameters(service, job_id, pairs, files, caller(), run_id)
     elif callback is None:
         _job(service, job_id)   # 404/403 even for an empty POST
+    if callback is not None:
+        api.set_callback(service, job_id, callback, caller())
     if phase is not None:
         _change_phase(service, job_id, phase)
     return _back_to_job(service, job_id)
