@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 
 from uws import phases, timeutil
+from uws.callbacks import Delivery
 from uws.errors import OverQuota
 from uws.model import JobRef, ListQuery
 from uws.phases import Event, Phase
@@ -112,6 +113,15 @@ class MemoryStore:
             if run_id is not None:
                 job.run_id = run_id
             return True
+
+    def set_callback(self, job_id, url):
+        return self._set_while(job_id, {Phase.PENDING}, callback_url=url)
+
+    def callback_of(self, job_id):
+        job = self.jobs.get(job_id)
+        if job is None or job.callback_url is None:
+            return None
+        return Delivery(job.callback_url)     # deliveries are the SQL store's
 
     def delete_job(self, job_id, service=None, owner=None):
         with self._lock:

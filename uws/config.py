@@ -134,6 +134,7 @@ def from_dict(data: dict, env=None, source: str = "", **overrides) -> Config:
         raise ConfigError(f"{source or 'the configuration'}: {exc}") from None
     settings.update(_environment(env or {}))
     settings.update(_overrides(overrides))
+    services = {name: _callback_secret(s, env or {}) for name, s in services.items()}
     cfg = Config(services=services or demo_services(), auth=auth, **settings)
     if cfg.executor == "celery":
         _check_celery(cfg, source or "the configuration")
@@ -191,6 +192,13 @@ def _environment(env) -> dict:
         except shapes.ShapeError as exc:
             raise ConfigError(f"environment variable {exc}") from None
     return settings
+
+
+def _callback_secret(service: Service, env) -> Service:
+    """``UWS_CALLBACK_SECRET_<SERVICE>`` (upper case, "-" as "_"), when set, is the
+    service's callback secret: kept out of the file."""
+    secret = env.get("UWS_CALLBACK_SECRET_" + service.name.upper().replace("-", "_"), "")
+    return dataclasses.replace(service, callback_secret=secret) if secret else service
 
 
 def _overrides(overrides: dict) -> dict:

@@ -6,7 +6,7 @@ import math
 import time
 from typing import NoReturn
 
-from . import estimates, phases, queueing, timeutil
+from . import callbacks, estimates, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .holds import held_text
 from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
@@ -38,6 +38,7 @@ class Control:
     destruction: str | None = None
     priority: str | None = None         # PRIORITY (our extension)
     start_after: str | None = None      # STARTAFTER (our extension)
+    callback: str | None = None     # a URL to POST the job to when it ends (uws.callbacks)
 
 
 class Jobs:
@@ -79,6 +80,9 @@ class Jobs:
             kind, reason = self.store.held_because(job.id)
             cap = self.service(service).quota(job.owner).running
             job.held = held_text(kind, reason, cap)
+        job.callback = self.store.callback_of(job.id)
+        if job.callback is not None:
+            job.callback_url = job.callback.url
         return job
 
     def _quote(self, job: Job):
@@ -136,12 +140,14 @@ class Jobs:
             raise BadRequest(str(exc)) from None
         _check_run_id(control.run_id)
         schedule = self.schedule(service.name, control.priority, control.start_after, caller)
+        callback_url = None if control.callback is None else \
+            _checked_callback(service, control.callback)
         quota = service.quota(caller.owner)
         self._check_quota(service, caller.owner, quota)
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
-            creation_time=now, run_id=control.run_id,
+            creation_time=now, run_id=control.run_id, callback_url=callback_url,
             execution_duration=service.execution_duration,
             destruction=_destruction_default(service, now),
             priority=service.priority_default if schedule.priority is None else schedule.priority,
@@ -320,6 +326,21 @@ class Jobs:
             when = min(when, timeutil.add_seconds(job.creation_time, service.max_lifetime))
         return when
 
+    def check_callback(self, service: str, url: str) -> None:
+        """BadRequest unless ``service`` accepts ``url`` as a CALLBACK."""
+        _checked_callback(self.service(service), url)
+
+    def set_callback(self, service: str, job_id: str, url: str,
+                     caller: Caller = ANONYMOUS) -> None:
+        """CALLBACK: the URL to POST the job to when it ends, while PENDING.  Raises
+        NotFound, BadRequest (a URL the service refuses), Forbidden (another owner's
+        job, or one no longer PENDING)."""
+        self._phase(service, job_id, caller)
+        checked = _checked_callback(self.service(service), url)
+        if not self.store.set_callback(job_id, checked):
+            phase = self._phase(service, job_id, caller)
+            raise Forbidden(f"the callback cannot change once a job is {phase.value}")
+
     def update_parameters(self, service_name: str, job_id: str, pairs, uploads: dict,
                           caller: Caller = ANONYMOUS, run_id: str | None = None) -> None:
         """Replace (or, for multi-valued names, add) parameters while PENDING;
@@ -434,6 +455,13 @@ def _check_run_id(run_id: str | None) -> None:
         check_run_id(run_id)
     except ValueError as exc:
         raise BadRequest(f"RUNID: {exc}") from None
+
+
+def _checked_callback(service: Service, url: str) -> str:
+    try:
+        return callbacks.check_url(url, service.callback_hosts)
+    except callbacks.CallbackError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _destruction_default(service: Service, now):

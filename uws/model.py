@@ -5,8 +5,12 @@ import dataclasses
 import datetime as dt
 import re
 import uuid
+from typing import TYPE_CHECKING
 
 from .phases import Phase
+
+if TYPE_CHECKING:
+    from .callbacks import Delivery
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 # What XML 1.0 cannot carry: control characters but tab, LF and CR; surrogates;
@@ -126,6 +130,8 @@ class Job:
     start_after: dt.datetime | None = None     # not started before (STARTAFTER, retry backoff)
     past_errors: list[ErrorSummary] = dataclasses.field(default_factory=list)  # failed attempts
     held: str | None = None         # while HELD: why (shown in jobInfo)
+    callback_url: str | None = None     # the CALLBACK the job named (uws.callbacks)
+    callback: Delivery | None = None    # what became of it, when asked for
 
     @property
     def attempt(self) -> int:

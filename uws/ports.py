@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from .callbacks import Delivery
 from .holds import Hold
 from .model import ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
 from .phases import Phase
@@ -66,6 +67,8 @@ class JobStore(Protocol):
     def holds(self, service: str) -> list[Hold]: ...
     def place_hold(self, hold: Hold) -> bool: ...
     def release_hold(self, service: str, owner: str) -> list[str] | None: ...
+    def set_callback(self, job_id: str, url: str) -> bool: ...
+    def callback_of(self, job_id: str) -> Delivery | None: ...
 
 
 class RunStore(JobStore, Protocol):

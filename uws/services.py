@@ -23,7 +23,7 @@ URL_VALUE = re.compile(r"^https?://[^\s]+$", re.IGNORECASE)
 
 #: UWS job-control names: never service parameters (UWS 1.1 §2.1.11).
 CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "ACTION", "METHOD",
-                           "PRIORITY", "STARTAFTER"})
+                           "PRIORITY", "STARTAFTER", "CALLBACK"})
 
 
 class ParameterError(ValueError):
@@ -250,6 +250,15 @@ class Service:
     retry_backoff: float = _field(10.0, min=0, max=86400)
     retry_backoff_max: float = _field(600.0, min=0, max=86400)
     retry_exit_codes: tuple[int, ...] = ()   # command services: exit statuses 1..255
+    # CALLBACK URLs (uws.callbacks): their hosts ("*.example.org", "*": public ones only);
+    # none = no callbacks.  Deliveries are signed with the secret when there is one
+    # (or UWS_CALLBACK_SECRET_<SERVICE>), and retried for a bounded time.
+    callback_hosts: tuple[str, ...] = ()
+    callback_secret: str = dataclasses.field(default="", repr=False)
+    callback_retry_seconds: int = _field(3600, min=0, max=30 * 86400)
+    callback_max_attempts: int = _field(10, min=1, max=1000)
+    callback_backoff: float = _field(5.0, min=0.01, max=3600)   # first delay, then doubled
+    callback_timeout: float = _field(10.0, min=0.1, max=300)   # connect, then read
 
     def __post_init__(self):
         if not SERVICE_NAME.match(self.name):

@@ -69,7 +69,7 @@ def _request(url: str, allowed: set, deadline: float):
         raise FetchError(f"cannot fetch {url}: not a valid URL") from None
     if not host:
         raise FetchError(f"cannot fetch {url}: not a valid URL")
-    addresses = _addresses(host, port, url, checked=host.lower().rstrip(".") not in allowed)
+    addresses = _addresses(host, port, url, checked=not listed(host, allowed))
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     conn = _PinnedConnection(host, port, addresses, scheme == "https", _left(deadline, url))
     try:
@@ -87,21 +87,32 @@ def _request(url: str, allowed: set, deadline: float):
 
 
 def _addresses(host: str, port: int, url: str, checked: bool) -> list[str]:
-    """The addresses to connect to: all of them public unless the host is allow-listed."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
+        return resolve(host, port, checked)
+    except (OSError, UnicodeError, ValueError):
         raise _unreachable(url) from None
+
+
+def resolve(host: str, port: int, checked: bool) -> list[str]:
+    """The addresses to connect to: all of them public unless ``checked`` is false
+    (the host is allow-listed).  OSError when the name does not resolve,
+    ValueError when an answer is internal: the name is refused if any is."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     found: list[str] = []
     for *_, sockaddr in infos:
         address = str(sockaddr[0])
         if checked and not public(address):
-            raise _unreachable(url)     # refuse the name if any answer is internal
+            raise ValueError(f"{host} has an internal address")
         if address not in found:
             found.append(address)
     if not found:
-        raise _unreachable(url)
+        raise OSError(f"{host} has no address")
     return found
+
+
+def listed(host: str, allowed) -> bool:
+    """Whether ``host`` is one of the ``allowed`` names (lower case, no final dot)."""
+    return host.lower().rstrip(".") in allowed
 
 
 def public(address: str) -> bool:

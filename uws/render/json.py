@@ -75,7 +75,16 @@ def job(job: Job, links: Links, now=None) -> dict[str, Any]:
     }
     if job.held:
         doc["jobInfo"]["held"] = job.held
+    if job.callback is not None:
+        doc["jobInfo"]["callback"] = callback(job.callback)
     return doc
+
+
+def callback(delivery) -> dict[str, Any]:
+    """What ``<cb:callback>`` in ``jobInfo`` says."""
+    return {"url": delivery.url, "state": delivery.state, "attempts": delivery.attempts,
+            "status": delivery.status, "error": delivery.error,
+            "delivered": _time(delivery.delivered)}
 
 
 def parameters_document(job: Job, links: Links) -> dict[str, Any]:

@@ -165,7 +165,26 @@ def job_document(job: Job, links: Links, now=None) -> bytes:
     queue_info(info, job)
     if job.held:
         held_info(info, job.held)
+    if job.callback is not None:
+        callback_info(info, job.callback)
     return _tostring(root)
+
+
+CALLBACK_NS = "urn:ivoa-uws-server:callback"
+
+
+def callback_info(parent, delivery) -> None:
+    """``<cb:callback url= state= attempts= [status=] [delivered=]>last error</cb:callback>``."""
+    el = etree.SubElement(parent, "{%s}callback" % CALLBACK_NS, nsmap={"cb": CALLBACK_NS})
+    el.set("url", xml_text(delivery.url))
+    el.set("state", delivery.state)
+    el.set("attempts", str(delivery.attempts))
+    if delivery.status is not None:
+        el.set("status", str(delivery.status))
+    if delivery.delivered is not None:
+        el.set("delivered", format_time(delivery.delivered))
+    if delivery.error:
+        el.text = xml_text(delivery.error)
 
 
 def parameters_document(job: Job, links: Links) -> bytes:

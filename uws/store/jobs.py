@@ -21,7 +21,7 @@ from ..model import ErrorSummary, Job, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
-from . import counts, direct, usage
+from . import callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
@@ -39,15 +39,17 @@ from .tables import result as R
 _PHASE = {p.value: p for p in Phase}
 
 
-class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueries):
+class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueries,
+            callbacks.CallbackQueries):
     def __init__(self, url: str, pool_size: int = 16):
         self.url = url
         self.engine = make_engine(url, pool_size)
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
-        # see uws.store.changes; the event log and the duration histograms are kept
-        # in every process that changes jobs
-        self.change_hooks: list[ChangeHook] = [record, record_durations]
+        # See uws.store.changes.  The event log, the duration histograms and the
+        # callback outbox are kept in every process that changes jobs (front ends,
+        # local and Celery workers).
+        self.change_hooks: list[ChangeHook] = [record, record_durations, callbacks.enqueue]
         self.progress_events = ProgressThrottle()
         self.change_hooks.append(self.release_quota_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
@@ -110,6 +112,8 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
             if job.parameters:
                 conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
             conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
+            if job.callback_url is not None:
+                callbacks.name(conn, job.id, job.callback_url)
             self._record(conn, Change(job.id, job.service, job.owner, None, job.phase.value))
             usage.add(conn, job.service, job.owner, job.id, stored_bytes)
             if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:

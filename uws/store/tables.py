@@ -198,3 +198,34 @@ phase_samples = Table(
     Column("phase", String(16), primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
+
+# The CALLBACK a job named: where to POST it when it ends (uws/store/callbacks.py).
+job_callback = Table(
+    "uws_job_callback", metadata,
+    Column("job_id", String(32), ForeignKey("uws_job.id", ondelete="CASCADE"), primary_key=True),
+    Column("url", Text, nullable=False),
+)
+
+# The callback outbox: one row per delivery due, written in
+# the transaction that ends its subject (a job; later a batch), claimed with a lease
+# by one delivery thread at a time in any process.
+callback = Table(
+    "uws_callback", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("subject_kind", String(16), nullable=False),     # "job", "batch"
+    Column("subject_id", String(32), nullable=False),
+    Column("service", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("state", String(16), nullable=False),            # pending, delivered, failed
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("due_time", DateTime, nullable=False),           # when its subject ended
+    Column("next_attempt", DateTime, nullable=False),
+    Column("lease_owner", String(64)),
+    Column("lease_expires", DateTime),
+    Column("last_status", Integer),
+    Column("last_error", Text),
+    Column("delivered_time", DateTime),
+)
+Index("ix_uws_callback_due", callback.c.state, callback.c.next_attempt)
+Index("ix_uws_callback_subject", callback.c.subject_kind, callback.c.subject_id)

@@ -9,6 +9,7 @@ from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
+from ..delivery import Deliverer
 from ..errors import BadRequest, Forbidden, UWSError
 from ..events import Bell, EventFeed, Sinks
 from ..execution import NullExecutor
@@ -74,6 +75,11 @@ def _start_background(app: Flask, cfg: config_mod.Config) -> None:
     api.executor.start()
     if cfg.scheduler:
         app.extensions["uws_scheduler"] = start_scheduler(sweeps)
+    if cfg.scheduler and any(s.callback_hosts for s in cfg.services.values()):
+        deliverer = Deliverer(api)     # with the sweeps: in front ends, never in workers
+        api.store.listeners.append(deliverer.wake)
+        deliverer.start()
+        app.extensions["uws_callbacks"] = deliverer
 
 
 def _as_config(config) -> config_mod.Config:
@@ -109,13 +115,16 @@ def _build(cfg: config_mod.Config) -> tuple[Jobs, EventFeed]:
 
 
 def shutdown(app: Flask) -> None:
-    """Stop the executor, the WAIT poller and the change listener and close database
-    connections."""
+    """Stop the executor, the callback deliveries, the WAIT poller and the change
+    listener and close database connections."""
     api = app.extensions["uws"]
     scheduler = app.extensions.get("uws_scheduler")
     if scheduler is not None:
         scheduler.shutdown(wait=True)
     app.extensions["uws_events"].stop()
+    deliverer = app.extensions.get("uws_callbacks")
+    if deliverer is not None:
+        deliverer.stop()
     api.executor.stop()
     api.watch.stop()
     api.store.close()

@@ -37,7 +37,8 @@ from .paging import phase_value
 
 bp = Blueprint("job", __name__)
 JOB = "/<service>/<job_id>"
-JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID", "PRIORITY", "STARTAFTER"})
+JOB_CONTROL = frozenset({"PHASE", "ACTION", "METHOD", "RUNID", "PRIORITY", "STARTAFTER",
+                         "CALLBACK"})
 
 
 def caller() -> Caller:
@@ -109,13 +110,19 @@ def post_job(service: str, job_id: str):
     run_id = single(control, "RUNID")
     schedule = api.schedule(service, single(control, "PRIORITY"),
                             single(control, "STARTAFTER"), caller())
+    callback = single(control, "CALLBACK")
+    if callback is not None:
+        api.check_access(service, job_id, caller())
+        api.check_callback(service, callback)
     files = uploads()
     if pairs or files or run_id is not None:
         api.update_parameters(service, job_id, pairs, files, caller(), run_id)
-    else:
+    elif callback is None:
         _job(service, job_id)   # 404/403 even for an empty POST
     if not schedule.empty:
         api.reschedule(service, job_id, schedule, caller())
+    if callback is not None:
+        api.set_callback(service, job_id, callback, caller())
     if phase is not None:
         _change_phase(service, job_id, phase)
     return _back_to_job(service, job_id)

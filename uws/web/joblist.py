@@ -32,7 +32,7 @@ from .negotiation import NEGOTIATED, choose, wants_html, wants_json
 bp = Blueprint("joblist", __name__)
 
 CREATE_CONTROL = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION", "PRIORITY",
-                            "STARTAFTER"})
+                            "STARTAFTER", "CALLBACK"})
 COUNT_HEADER = "X-Job-Count"
 
 
@@ -104,7 +104,8 @@ def _control(control: dict) -> Control:
                    execution_duration=single(control, "EXECUTIONDURATION"),
                    destruction=single(control, "DESTRUCTION"),
                    priority=single(control, "PRIORITY"),
-                   start_after=single(control, "STARTAFTER"))
+                   start_after=single(control, "STARTAFTER"),
+                   callback=single(control, "CALLBACK"))
 
 
 def _create_from_browser(service: str, control: dict, pairs):

@@ -1,0 +1,208 @@
+"""Delivering callbacks: a few threads per server process POST due outbox rows.
+
+Never in a request thread nor in a job's process: a slow or dead receiver holds
+one of these threads for at most the service's ``callback_timeout`` (twice:
+connect, then read), and the outbox row stays leased meanwhile, so no other
+thread or process attempts it at the same time.
+
+What is sent is made by the payload maker registered for the row's subject kind
+(``@payload_maker("job")`` below); a new kind of subject (a batch) registers its
+own and adds its rows with :func:`uws.store.callbacks.add_delivery`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from . import callbacks, timeutil
+from .render import json as render_json
+from .render.xml import Links
+
+log = logging.getLogger(__name__)
+
+THREADS = 4                 # deliveries at once per server process
+POLL = 1.0                  # seconds between looks for rows other processes made due
+MAX_RESPONSE_BYTES = 4096   # of a receiver's answer, read then dropped
+MAX_ADDRESSES = 3           # of a host's checked addresses, tried in turn
+USER_AGENT = "uws-callback"
+
+#: subject kind -> fn(api, outbox row, base URL) -> the JSON document, or None if
+#: the subject is gone.
+PayloadMaker = Callable[[Any, Any, str], "dict[str, Any] | None"]
+PAYLOADS: dict[str, PayloadMaker] = {}
+
+
+def payload_maker(kind: str) -> Callable[[PayloadMaker], PayloadMaker]:
+    """Register what a delivery about a ``kind`` of subject sends."""
+    def register(fn: PayloadMaker) -> PayloadMaker:
+        PAYLOADS[kind] = fn
+        return fn
+    return register
+
+
+@payload_maker("job")
+def job_payload(api, row, base: str) -> dict[str, Any] | None:
+    """The job's JSON document (uws.render.json), as its owner would read it."""
+    job = api.store.get_job(row.subject_id, row.service, row.owner)
+    if job is None:
+        return None
+    return render_json.job(job, Links(f"{base}{row.service}/{row.subject_id}"))
+
+
+class Deliverer:
+    """The delivery threads of one process, for the services of ``api.config``."""
+
+    def __init__(self, api, *, threads: int = THREADS, poll: float | None = None):
+        self.api = api
+        self.store = api.store
+        cfg = api.config
+        # Absolute links in what is sent: public_url, else the address we listen on.
+        self.base = cfg.public_url or f"http://{cfg.host}:{cfg.port}/"
+        self.poll = POLL if poll is None else poll
+        self._name = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(f"{self._name}:{i}",),
+                                          name=f"uws-callback-{i}", daemon=True)
+                         for i in range(threads)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def wake(self, _job_id: str = "") -> None:
+        """Look for due rows now (a job of this process just ended)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop taking rows; an attempt under way ends by its own timeout (or with the
+        process: its lease then expires and another process retries it)."""
+        self._stop.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, worker: str) -> None:
+        while not self._stop.is_set():
+            try:
+                row = self.store.claim_callback(worker, self._lease_seconds())
+                if row is not None:
+                    self.deliver(row, worker)
+                    continue
+            except Exception:   # the database away for a moment: try again later
+                log.exception("callback delivery failed")
+            self._wake.wait(self.poll)
+            self._wake.clear()
+
+    def _lease_seconds(self) -> float:
+        """Longer than any attempt can take (connect and read, for each address)."""
+        longest = max((s.callback_timeout for s in self.api.config.services.values()),
+                      default=10.0)
+        return 2 * longest * MAX_ADDRESSES + 30
+
+    def deliver(self, row, worker: str) -> None:
+        """One attempt at ``row`` (leased to ``worker``), and its outcome recorded."""
+        service = self.api.config.services.get(row.service)
+        maker = PAYLOADS.get(row.subject_kind)
+        if service is None or maker is None:
+            self._give_up(row, worker, None, f"no {row.subject_kind!r} callbacks in "
+                          f"service {row.service!r}")
+            return
+        doc = maker(self.api, row, self.base)
+        if doc is None:
+            self._give_up(row, worker, None, f"the {row.subject_kind} no longer exists")
+            return
+        body = json.dumps(doc).encode()
+        try:
+            status = post(row.url, body, service)
+        except callbacks.CallbackError as exc:
+            self._failed(row, worker, service, None, str(exc))
+            return
+        if 200 <= status < 300:
+            self.store.finish_attempt(row.id, worker, state=callbacks.DELIVERED,
+                                      last_status=status, last_error=None,
+                                      delivered_time=timeutil.now())
+        else:
+            self._failed(row, worker, service, status, f"the receiver answered {status}")
+
+    def _failed(self, row, worker: str, service, status: int | None, error: str) -> None:
+        attempts = row.attempts + 1
+        delay = callbacks.retry_delay(attempts, service.callback_backoff)
+        elapsed = (timeutil.now() - row.due_time).total_seconds()
+        if callbacks.gives_up(attempts, service.callback_max_attempts, elapsed, delay,
+                              service.callback_retry_seconds):
+            self._give_up(row, worker, status, error)
+            return
+        self.store.finish_attempt(row.id, worker, last_status=status, last_error=error,
+                                  next_attempt=timeutil.add_seconds(timeutil.now(), delay))
+
+    def _give_up(self, row, worker: str, status: int | None, error: str) -> None:
+        self.store.finish_attempt(row.id, worker, state=callbacks.FAILED,
+                                  last_status=status, last_error=error)
+
+
+def post(url: str, body: bytes, service) -> int:
+    """POST ``body`` to ``url`` (its addresses checked again now, and connected to
+    as checked; no redirect followed); the HTTP status.  CallbackError when no
+    checked address answers."""
+    target = callbacks.target(url, service.callback_hosts)
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+               "Host": urlsplit(url).netloc,
+               **callbacks.signed_headers(service.callback_secret, int(time.time()), body)}
+    timeout = (service.callback_timeout, service.callback_timeout)
+    for address in target.addresses[:MAX_ADDRESSES]:
+        with requests.Session() as session:
+            session.trust_env = False       # no proxy, no .netrc credentials
+            session.mount(f"{target.scheme}://", _PinnedAdapter(target.host))
+            try:
+                response = session.post(_pinned_url(url, address, target.port), data=body,
+                                        headers=headers, timeout=timeout,
+                                        allow_redirects=False, stream=True)
+            except requests.ConnectionError:
+                continue            # another checked address may answer
+            except requests.RequestException as exc:
+                raise callbacks.CallbackError(_reason(exc)) from None
+            with response:
+                response.raw.read(MAX_RESPONSE_BYTES, decode_content=False)
+                return response.status_code
+    raise callbacks.CallbackError("the receiver cannot be reached")
+
+
+def _pinned_url(url: str, address: str, port: int) -> str:
+    """``url`` with its host replaced by the checked ``address``."""
+    parts = urlsplit(url)
+    shown = f"[{address}]" if ":" in address else address
+    return parts._replace(netloc=f"{shown}:{port}").geturl()
+
+
+def _reason(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.Timeout):
+        return "the receiver did not answer in time"
+    return f"the request failed ({type(exc).__name__})"
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Connections to a checked address that still present, and verify TLS
+    certificates for, the URL's host name."""
+
+    def __init__(self, host: str):
+        self._host = host
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["server_hostname"] = self._host
+        kwargs["assert_hostname"] = self._host
+        super().init_poolmanager(*args, **kwargs)

@@ -1,0 +1,116 @@
+"""The callback outbox: deliveries written with the change that makes them due,
+claimed under a lease, and their outcome.
+
+A delivery row is added in the transaction that ends its subject (:func:`enqueue`,
+a change hook for jobs; :func:`add_delivery` for other subjects), so it exists if
+and only if that change committed.  Delivery threads in any process take due rows
+with a compare-and-set on the lease (:meth:`CallbackQueries.claim_callback`): a
+row is attempted by one thread at a time, and again by another only after a lease
+expired (its process died mid-attempt), so a receiver may rarely see a delivery
+twice, never two at once.  Mixed into Store, which provides ``engine``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+
+from .. import callbacks, phases, timeutil
+from .changes import Change
+from .tables import callback as C
+from .tables import job as J
+from .tables import job_callback as JC
+
+JOB = "job"
+_ENDED = frozenset(p.value for p in phases.TERMINAL)     # COMPLETED, ERROR, ABORTED
+_CANDIDATES = 8     # due rows looked at per claim; several threads race for them
+
+
+def name(conn: sa.Connection, job_id: str, url: str) -> None:
+    """Record the job's CALLBACK (inside the transaction creating or changing it)."""
+    conn.execute(JC.delete().where(JC.c.job_id == job_id))
+    conn.execute(JC.insert().values(job_id=job_id, url=url))
+
+
+def enqueue(conn: sa.Connection, change: Change) -> None:
+    """Change hook: a job with a callback that reaches COMPLETED, ERROR or ABORTED
+    gets a delivery due now (a job stored already ended, old=None, has not *reached* it);
+    a deleted job's deliveries go with it (there is nothing left to send)."""
+    if change.new is None:
+        conn.execute(C.delete().where(C.c.subject_kind == JOB, C.c.subject_id == change.job_id))
+    elif change.old is not None and change.new in _ENDED and change.old != change.new:
+        conn.execute(_ENQUEUE, {"id": change.job_id, "now": timeutil.now()})
+
+
+def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,
+                 url: str) -> None:
+    """A delivery due now for another kind of subject (inside its ending transaction)."""
+    now = timeutil.now()
+    conn.execute(C.insert().values(subject_kind=kind, subject_id=subject_id, service=service,
+                                   owner=owner, url=url, state=callbacks.PENDING, attempts=0,
+                                   due_time=now, next_attempt=now))
+
+
+class CallbackQueries:
+    engine: sa.Engine
+
+    def set_callback(self, job_id: str, url: str) -> bool:
+        """Name the job's callback while it is PENDING; False otherwise."""
+        with self.engine.begin() as conn:
+            # Lock the job row while checking its phase: a RUN cannot slip in between.
+            pending = conn.execute(J.update().where(
+                J.c.id == job_id, J.c.phase == phases.Phase.PENDING.value).values(
+                id=J.c.id)).rowcount == 1
+            if pending:
+                name(conn, job_id, url)
+            return pending
+
+    def callback_of(self, job_id: str) -> callbacks.Delivery | None:
+        """What became of the job's callback (None: it named none; waiting: it has
+        not ended yet), from its latest delivery."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_OUTCOME, {"id": job_id}).first()
+        if row is None:
+            return None
+        if row.state is None:
+            return callbacks.Delivery(row.named)
+        return callbacks.Delivery(row.url, row.state, row.attempts, row.last_status,
+                                  row.last_error, row.delivered_time)
+
+    def claim_callback(self, worker: str, lease_seconds: float):
+        """A due delivery, leased to ``worker`` (the row), or None when none is due."""
+        now = timeutil.now()
+        free = sa.or_(C.c.lease_expires.is_(None), C.c.lease_expires < now)
+        due = (C.c.state == callbacks.PENDING, C.c.next_attempt <= now, free)
+        with self.engine.connect() as conn:
+            ids = conn.execute(sa.select(C.c.id).where(*due).order_by(C.c.next_attempt)
+                               .limit(_CANDIDATES)).scalars().all()
+        lease = now + dt.timedelta(seconds=lease_seconds)
+        for row_id in ids:
+            with self.engine.begin() as conn:
+                won = conn.execute(C.update().where(C.c.id == row_id, *due).values(
+                    lease_owner=worker, lease_expires=lease)).rowcount == 1
+                if won:
+                    return conn.execute(sa.select(C).where(C.c.id == row_id)).first()
+        return None
+
+    def finish_attempt(self, row_id: int, worker: str, **fields) -> bool:
+        """Record an attempt's outcome and free the lease, if ``worker`` still holds it."""
+        with self.engine.begin() as conn:
+            return conn.execute(C.update().where(C.c.id == row_id, C.c.lease_owner == worker)
+                                .values(lease_owner=None, lease_expires=None,
+                                        attempts=C.c.attempts + 1, **fields)).rowcount == 1
+
+
+_ENQUEUE = C.insert().from_select(
+    ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
+     "due_time", "next_attempt"],
+    sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
+              sa.literal(callbacks.PENDING), sa.literal(0),
+              sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
+    .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id == sa.bindparam("id")))
+# The named URL with the latest delivery, if any (one indexed read).
+_OUTCOME = (sa.select(JC.c.url.label("named"), C)
+            .select_from(JC.outerjoin(C, sa.and_(C.c.subject_kind == JOB,
+                                                 C.c.subject_id == JC.c.job_id)))
+            .where(JC.c.job_id == sa.bindparam("id")).order_by(C.c.id.desc()).limit(1))
