@@ -80,9 +80,6 @@ class Jobs:
             kind, reason = self.store.held_because(job.id)
             cap = self.service(service).quota(job.owner).running
             job.held = held_text(kind, reason, cap)
-        job.callback = self.store.callback_of(job.id)
-        if job.callback is not None:
-            job.callback_url = job.callback.url
         return job
 
     def _quote(self, job: Job):

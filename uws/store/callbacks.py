@@ -69,13 +69,8 @@ class CallbackQueries:
         """What became of the job's callback (None: it named none; waiting: it has
         not ended yet), from its latest delivery."""
         with self.engine.connect() as conn:
-            row = conn.execute(_OUTCOME, {"id": job_id}).first()
-        if row is None:
-            return None
-        if row.state is None:
-            return callbacks.Delivery(row.named)
-        return callbacks.Delivery(row.url, row.state, row.attempts, row.last_status,
-                                  row.last_error, row.delivered_time)
+            row = conn.execute(OUTCOME, {"id": job_id}).first()
+        return None if row is None else outcome(row._mapping)
 
     def claim_callback(self, worker: str, lease_seconds: float):
         """A due delivery, leased to ``worker`` (the row), or None when none is due."""
@@ -110,7 +105,17 @@ _ENQUEUE = C.insert().from_select(
               sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
     .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id == sa.bindparam("id")))
 # The named URL with the latest delivery, if any (one indexed read).
-_OUTCOME = (sa.select(JC.c.url.label("named"), C)
+def outcome(row) -> callbacks.Delivery:
+    """The Delivery a row of :data:`OUTCOME` describes."""
+    if row["state"] is None:
+        return callbacks.Delivery(row["named"])
+    return callbacks.Delivery(row["url"], row["state"], row["attempts"], row["last_status"],
+                              row["last_error"], row["delivered_time"])
+
+
+#: A job's callback and its latest delivery, if it named one (parameter "id").
+OUTCOME = (sa.select(JC.c.url.label("named"), C)
             .select_from(JC.outerjoin(C, sa.and_(C.c.subject_kind == JOB,
                                                  C.c.subject_id == JC.c.job_id)))
-            .where(JC.c.job_id == sa.bindparam("id")).order_by(C.c.id.desc()).limit(1))
+            .where(JC.c.job_id == sa.bindparam("id")).order_by(C.c.id.desc())
+           .limit(sa.bindparam("one", 1, type_=sa.Integer)))

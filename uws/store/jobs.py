@@ -57,7 +57,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
-                        ("attempts", _GET_ATTEMPTS))}
+                        ("attempts", _GET_ATTEMPTS), ("callback", callbacks.OUTCOME))}
         self._list_reads = {}
 
     def problem(self) -> str | None:
@@ -159,10 +159,14 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
             parts = self._reads["parts"].rows(cur, key)
             tried = self._reads["attempts"].rows(cur, key) if row["start_time"] or \
                 row["start_after"] else []     # a job never started was never retried
+            named = self._reads["callback"].mappings(cur, key)
         params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
         results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
         job = _job(row, params, results)
         job.past_errors = [ErrorSummary(kind, message) for kind, message in tried]
+        if named:
+            job.callback = callbacks.outcome(named[0])
+            job.callback_url = job.callback.url
         return job
 
     def owner_of(self, job_id: str, service: str) -> str | None:
