@@ -22,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import Event, Phase, sources, target
 from .changes import Change
+from .part import StorePart
 from .tables import hold as H
 from .tables import job as J
 
@@ -69,21 +70,7 @@ _RUNNING = (sa.select(J.c.service, J.c.owner, sa.func.count())
             .group_by(J.c.service, J.c.owner))
 
 
-class HoldQueries:
-    # provided by Store, which mixes this in
-    engine: sa.Engine
-
-    def _announce(self, conn: sa.Connection, job_id: str) -> None:
-        raise NotImplementedError
-
-    def _changed(self, job_id: str) -> None:
-        raise NotImplementedError
-
-    def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
-        raise NotImplementedError
-
-    def _record(self, conn: sa.Connection, change: Change) -> None:
-        raise NotImplementedError
+class HoldQueries(StorePart):
 
     # -- administrative holds ------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from ..model import ErrorSummary
 from ..phases import Event, Phase
 from . import counts, usage
 from .changes import Change
+from .part import StorePart
 from .tables import attempt as A
 from .tables import job as J
 from .tables import result as R
@@ -57,23 +58,9 @@ _CLAIM = (J.update()
           .returning(J.c.id, J.c.execution_duration, J.c.batch_id))
 
 
-class RunningQueries:
-    # provided by Store, which mixes this in
-    engine: sa.Engine
+class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
     release_stragglers: Callable[[list[str], Callable[[str, str], int] | None], int]
-
-    def _announce(self, conn: sa.Connection, job_id: str) -> None:
-        raise NotImplementedError
-
-    def _changed(self, job_id: str) -> None:
-        raise NotImplementedError
-
-    def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
-        raise NotImplementedError
-
-    def _record(self, conn: sa.Connection, change: Change) -> None:
-        raise NotImplementedError
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same

@@ -1,0 +1,26 @@
+"""What the Store provides to the query mixins it is made of (uws.store.jobs.Store)."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .changes import Change
+
+
+class StorePart:
+    engine: sa.Engine
+
+    def _announce(self, conn: sa.Connection, job_id: str) -> None:
+        """Tell other processes, at commit, that the job changed."""
+        raise NotImplementedError
+
+    def _changed(self, job_id: str) -> None:
+        """After the commit: tell this process's listeners."""
+        raise NotImplementedError
+
+    def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
+        """Serialise the owner's quota-checked changes in a service (this transaction)."""
+        raise NotImplementedError
+
+    def _record(self, conn: sa.Connection, change: Change) -> None:
+        """Counters and change hooks, inside the changing transaction."""
+        raise NotImplementedError
