@@ -348,6 +348,29 @@ def test_run_queues_the_pending_jobs_of_the_batch(client, store):
     assert job_phases(client, path) == ["ABORTED", "QUEUED", "QUEUED"]
 
 
+def test_run_under_an_administrative_hold_holds_the_jobs_until_it_is_released(client):
+    r = client.post("/sleep/holds", data={"ACTION": "HOLD", "OWNER": "alice"}, headers=ROOT)
+    assert r.status_code == 303
+    path = create(client, [{}] * 2, "?PHASE=RUN")
+    assert job_phases(client, path) == ["HELD", "HELD"]
+    client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
+    assert job_phases(client, path) == ["HELD", "HELD"]
+    r = client.post("/sleep/holds", data={"ACTION": "RELEASE", "OWNER": "alice"}, headers=ROOT)
+    assert r.status_code == 303
+    assert job_phases(client, path) == ["QUEUED", "QUEUED"]
+
+
+def test_run_leaves_a_job_held_by_the_running_cap_held(client, store):
+    path = create(client, [{}] * 3)
+    ids = job_ids(client, path)
+    finish(store, ids[0], "EXECUTING")
+    finish(store, ids[1], "QUEUED")
+    assert store.hold_for_quota("sleep", "alice", 1) == [ids[1]]
+    client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
+    assert job_phases(client, path) == ["EXECUTING", "HELD", "QUEUED"]
+    assert store.held_because(ids[1])[0] == "quota"
+
+
 def test_abort_ends_every_unfinished_job_and_leaves_finished_ones(client, store):
     path = create(client, [{}] * 4)
     ids = job_ids(client, path)
