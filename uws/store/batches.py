@@ -167,14 +167,14 @@ class BatchStore:
         return ids
 
     @staticmethod
-    def _lock(conn: sa.Connection, batch_id: str, event: Event) -> list:
+    def _lock(conn: sa.Connection, batch_id: str, event: Event) -> Sequence[sa.Row]:
         """The batch's jobs in one of the event's source phases, their rows locked
         until the commit (read: the phase each leaves)."""
         sources = [p.value for p in phases.sources(event)]
         return conn.execute(_LOCK[conn.dialect.name == "postgresql"],
                             {"batch": batch_id, "sources": sources}).all()
 
-    def _move(self, conn: sa.Connection, batch_id: str, event: Event, rows: list,
+    def _move(self, conn: sa.Connection, batch_id: str, event: Event, rows: Sequence[sa.Row],
               **fields) -> list[str]:
         """The event for each of ``rows`` (locked by :meth:`_lock`), changed by id,
         so each job is moved exactly as Store._apply would move it; their ids."""
