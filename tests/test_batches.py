@@ -526,6 +526,26 @@ def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
         shutdown(other)
 
 
+def test_a_wait_in_another_front_end_returns_when_the_batch_is_deleted(app, client):
+    other = create_app(app.extensions["uws"].config)    # a second process's app, same database
+    other.test_client_class = ValidatingClient
+    try:
+        path = create(client, [{}, {}])
+        job = f"/sleep/{job_ids(client, path)[1]}"
+        answers = []
+        waiter = threading.Thread(target=lambda: answers.append(other.test_client().get(
+            f"{job}?WAIT=30&PHASE=PENDING", headers=ALICE)))
+        waiter.start()
+        wait_for(lambda: other.extensions["uws"].watch.waiting > 0)
+        started = time.monotonic()
+        assert client.delete(path, headers=ALICE).status_code == 303
+        waiter.join(timeout=30)
+        assert answers[0].status_code == 404
+        assert time.monotonic() - started < 5      # woken, not timed out
+    finally:
+        shutdown(other)
+
+
 def test_a_batch_whose_jobs_are_all_deleted_is_completed(client):
     path = create(client, [{}])
     client.delete(f"/sleep/{job_ids(client, path)[0]}", headers=ALICE)

@@ -20,7 +20,7 @@ from ..model import Job, Parameter
 from ..phases import Event, Phase
 from ..services import Quota
 from . import counts, usage
-from .changes import Change
+from .changes import Change, chunks
 from .holds import _run_event, hold_applies
 from .jobs import Store, _ended, _job_row, _param_rows
 from .notify import CHANNEL
@@ -30,8 +30,6 @@ from .tables import job_bytes as B
 from .tables import parameter as P
 
 _PHASE = {p.value: p for p in Phase}
-#: Ids per statement when a batch's jobs change together (far below any bind limit).
-CHUNK = 500
 
 
 class BatchStore:
@@ -180,9 +178,8 @@ class BatchStore:
         so each job is moved exactly as Store._apply would move it; their ids."""
         new = phases.target(event).value
         ids = [row.id for row in rows]
-        for start in range(0, len(ids), CHUNK):
-            conn.execute(J.update().where(J.c.id.in_(ids[start:start + CHUNK]))
-                         .values(phase=new, **fields))
+        for part in chunks(ids):
+            conn.execute(J.update().where(J.c.id.in_(part)).values(phase=new, **fields))
         self._notify(conn, ids)
         self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, new,
                                               batch_id) for r in rows])
@@ -215,10 +212,10 @@ class BatchStore:
 
     @staticmethod
     def _notify(conn: sa.Connection, ids: list[str]) -> None:
-        """Store._announce for each job, one statement per chunk (PostgreSQL)."""
-        if conn.dialect.name == "postgresql":
-            for start in range(0, len(ids), CHUNK):
-                conn.execute(_NOTIFY, {"ids": ids[start:start + CHUNK]})
+        """Store._announce for each job, in one statement (PostgreSQL).  From the ids
+        themselves, not their rows: a deleted job's row is gone."""
+        if conn.dialect.name == "postgresql" and ids:
+            conn.execute(_NOTIFY, {"ids": ids})
 
 
 _IN_BATCH = (J.c.batch_id == sa.bindparam("batch"),
@@ -235,8 +232,7 @@ _LOCK_BYTES = (B.update().where(B.c.job_id.in_(_OF_BATCH)).values(bytes=B.c.byte
 _DELETE_JOBS = (J.delete().where(J.c.batch_id == sa.bindparam("batch"))
                 .returning(J.c.id, J.c.service, J.c.owner, J.c.phase))
 # NOTIFY of each job, as uws.store.notify.announce sends it, for many jobs at once.
-_NOTIFY = sa.select(sa.func.pg_notify(CHANNEL, J.c.id)).where(
-    J.c.id.in_(sa.bindparam("ids", expanding=True)))
+_NOTIFY = sa.text(f"SELECT pg_notify('{CHANNEL}', id) FROM unnest(CAST(:ids AS text[])) AS id")
 _PROGRESS = (sa.select(J.c.phase, sa.func.count(), sa.func.sum(J.c.progress))
              .where(J.c.batch_id == sa.bindparam("batch")).group_by(J.c.phase))
 
