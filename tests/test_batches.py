@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import sqlalchemy as sa
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
@@ -504,6 +505,36 @@ def test_the_html_page_shows_status_progress_report_and_actions(client, store):
                     'name="ACTION" value="REPEAT"', 'name="ACTION" value="DELETE"'):
         assert control in page
     assert "<script>" not in page
+
+
+def statements(store, action) -> int:
+    """How many SQL statements ``action()`` executes on the store's database."""
+    seen = []
+    listener = lambda *args: seen.append(1)     # noqa: E731
+    sa.event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        action()
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", listener)
+    return len(seen)
+
+
+@pytest.mark.parametrize("how", ["RUN", "ABORT", "DELETE"])
+def test_changing_a_batch_costs_statements_independent_of_its_size(client, store, how):
+    path = create(client, [{}] * 60)
+    for job_id in job_ids(client, path)[:2]:
+        finish(store, job_id, "EXECUTING")      # their ends add run-time bins
+    form = {"ACTION": "DELETE"} if how == "DELETE" else {"PHASE": how}
+    assert statements(store, lambda: client.post(path, data=form, headers=ALICE)) < 30
+
+
+def test_aborting_a_batch_adds_the_run_times_of_its_running_jobs(client, store):
+    path = create(client, [{}] * 3)
+    for job_id in job_ids(client, path)[:2]:
+        finish(store, job_id, "EXECUTING")
+    client.post(path, data={"PHASE": "ABORT"}, headers=ALICE)
+    doc = client.get("/sleep/stats", headers={**ALICE, "Accept": "application/json"}).get_json()
+    assert doc["all"]["waitTime"]["samples"] == 2 and doc["all"]["runTime"]["samples"] == 2
 
 
 def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
