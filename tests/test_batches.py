@@ -33,6 +33,8 @@ SERVICES = {
     "sleep": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS},
     "small": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS, "max_batch_jobs": 3,
               "max_jobs_per_owner": 4},
+    "ranked": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS, "priority_min": 0,
+               "priority_max": 5, "priority_default": 3},
     "checksum": {"runner": "uws.demo:checksum", "parameters": [
         {"name": "FILE", "type": "file", "required": True}]},
 }
@@ -468,6 +470,13 @@ def test_an_administrator_sees_and_controls_every_batch(client):
 
 
 # -- jobs of a batch ---------------------------------------------------------------------------
+
+def test_each_job_of_a_batch_takes_the_services_default_priority(client):
+    path = create(client, [{}, {}], service="ranked")
+    for job_id in job_ids(client, path):
+        doc = client.get(f"/ranked/{job_id}", headers={**ALICE, "Accept": "application/json"})
+        assert doc.get_json()["jobInfo"]["queue"]["priority"] == 3
+
 
 def test_each_job_of_a_batch_stays_an_ordinary_uws_job(client):
     path = create(client, [{"DURATION": 7}])

@@ -79,7 +79,7 @@ class Batches:
         # Sorted ids: with one creation time, (creation_time, id) is the rows' order.
         ids = sorted(new_job_id() for _ in sets)
         jobs = [Job(id=job_id, service=service.name, owner=caller.owner, phase=Phase.PENDING,
-                    creation_time=now, run_id=control.run_id,
+                    creation_time=now, run_id=control.run_id, priority=service.priority_default,
                     execution_duration=service.execution_duration,
                     destruction=_destruction_default(service, now), parameters=params)
                 for job_id, params in zip(ids, sets)]
