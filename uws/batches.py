@@ -123,7 +123,8 @@ class Batches:
     # -- changes ----------------------------------------------------------------------------
 
     def run(self, service: str, batch_id: str, caller: Caller = ANONYMOUS) -> int:
-        """PHASE=RUN: queue the batch's PENDING and HELD jobs; how many."""
+        """PHASE=RUN of the batch's PENDING and HELD jobs, each as a single RUN (held
+        while a hold applies); how many were queued."""
         batch = self.get(service, batch_id, caller)
         return self._submit(self.store.mark_queued(batch.id))
 
