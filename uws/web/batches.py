@@ -102,7 +102,9 @@ def create_batch(service: str):
     if phase is not None and phase.upper() != "RUN":
         raise BadRequest(f"PHASE: only RUN may be given at creation, not {phase!r}")
     batch_id = api.create(service, rows, BatchControl(run=phase is not None,
-                                                      run_id=single(control, "RUNID")), caller())
+                                                      run_id=single(control, "RUNID"),
+                                                      callback=single(control, "CALLBACK")),
+                          caller())
     return see_other(batch_url(service, batch_id))
 
 
@@ -117,7 +119,7 @@ def get_batch(service: str, batch_id: str):
     progress = api.progress(batch)
     url = batch_url(service, batch.id)
     report = render.BatchReport(batch, progress, api.report(batch, start, limit), start, url,
-                                lambda job_id: job_url(service, job_id))
+                                lambda job_id: job_url(service, job_id), api.callback(batch))
     if wants_html():
         return pages.render("batch.html", report=report, limit=limit,
                             list_url=list_url(service))
