@@ -137,7 +137,9 @@ def test_latest_still_lists_every_recent_job(served):
 
 ROUTES = ("/stats", "/s/stats", "/metrics", "/s/holds", "/s/batches", "/s/batches/{batch}",
           "/s/events", "/s/availability", "/s/capabilities", "/s", "/s/{job}",
-          "/s/{job}/phase", "/s/{job}/parameters", "/s/{job}/results")
+          "/s/{job}/phase", "/s/{job}/parameters", "/s/{job}/results", "/s/{job}/error",
+          "/s/{job}/quote", "/s/{job}/executionduration", "/s/{job}/destruction",
+          "/s/{job}/owner", "/s/batches/nosuch", "/")
 
 
 @pytest.mark.parametrize("route", ROUTES)
