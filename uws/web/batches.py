@@ -3,6 +3,7 @@ run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.batche
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app
+from werkzeug.exceptions import MethodNotAllowed
 
 from ..batches import BatchControl, Batches
 from ..errors import BadRequest
@@ -23,7 +24,7 @@ from .http import (
 )
 from .job import caller
 from .negotiation import NEGOTIATED, wants_html, wants_json
-from .paging import int_value
+from .paging import MAX_START, int_value
 
 bp = Blueprint("batches", __name__)
 BATCHES = "/<service>/batches"
@@ -55,8 +56,11 @@ def batch_url(service: str, batch_id: str) -> str:
 
 
 def _page() -> tuple[int, int]:
-    """``start`` (an offset) and ``limit`` (at most MAX_PAGE) of this request."""
+    """``start`` (an offset, at most MAX_START) and ``limit`` (at most MAX_PAGE) of this
+    request."""
     start = int_value("start", minimum=0) or 0
+    if start > MAX_START:       # also keeps it within the database's integers
+        raise BadRequest(f"start: at most {MAX_START}")
     limit = int_value("limit", minimum=1) or PAGE
     if limit > MAX_PAGE:
         raise BadRequest(f"limit: at most {MAX_PAGE}")
@@ -106,6 +110,13 @@ def create_batch(service: str):
                                                       callback=single(control, "CALLBACK")),
                           caller())
     return see_other(batch_url(service, batch_id))
+
+
+@bp.route(BATCHES, methods=["PUT", "DELETE", "PATCH"])
+@service_view
+def batches_other_methods(service: str):
+    """405, rather than the job route's 404 for a job named "batches"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD", "POST"])
 
 
 # -- one batch ------------------------------------------------------------------------------
