@@ -103,7 +103,7 @@ class EventQueries:
                      since: dt.datetime | None, limit: int) -> EventPage:
         """Up to ``limit`` events, in log order, after the event ``after`` (its id)
         and at or after ``since``."""
-        with self.engine.connect() as conn:
+        with self._one_snapshot() as conn:
             where = _scope(service, owner) + _since(since) + _after(conn, service, after)
             stmt = sa.select(*_COLUMNS).where(*where).order_by(E.c.xid, E.c.seq).limit(limit)
             events = [_event(row) for row in conn.execute(self._settled(stmt))]
@@ -132,9 +132,19 @@ class EventQueries:
                   .order_by(sa.func.max(recent.c.seq).desc()).limit(limit))
         stmt = (sa.select(*_COLUMNS).where(E.c.seq.in_(newest.scalar_subquery()))
                 .order_by(E.c.xid, E.c.seq))
-        with self.engine.connect() as conn:
+        with self._one_snapshot() as conn:
             return EventPage([_event(row) for row in conn.execute(stmt)],
                              self._pending(conn, scope))
+
+    def _one_snapshot(self) -> sa.Connection:
+        """A connection whose statements all see one snapshot (PostgreSQL: REPEATABLE
+        READ): the events read and the "pending" check must agree on which transactions
+        were still in flight, or a page could come back empty and not pending while
+        events wait."""
+        conn = self.engine.connect()
+        if self.engine.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        return conn
 
     def _settled(self, stmt: sa.Select) -> sa.Select:
         """Only events no transaction still in flight can sort before (PostgreSQL)."""
