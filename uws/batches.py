@@ -13,8 +13,17 @@ from typing import Protocol
 
 from . import timeutil
 from .batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
+from .callbacks import Delivery
 from .errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
-from .jobs import ANONYMOUS, Caller, Jobs, _check_run_id, _destruction_default, _over_quota
+from .jobs import (
+    ANONYMOUS,
+    Caller,
+    Jobs,
+    _check_run_id,
+    _checked_callback,
+    _destruction_default,
+    _over_quota,
+)
 from .model import Job, Parameter, new_job_id
 from .phases import Phase
 from .services import ParameterError, Quota, Service, collect
@@ -33,6 +42,7 @@ class BatchStorage(Protocol):
                      limit: int) -> list[Batch]: ...
     def count_batches(self, service: str, owner: str | None) -> int: ...
     def progress(self, batch_id: str) -> Progress: ...
+    def batch_callback(self, batch_id: str) -> Delivery | None: ...
     def batch_jobs(self, batch_id: str, offset: int, limit: int) -> list[BatchJob]: ...
     def parameter_sets(self, batch_id: str,
                        in_phases: Iterable[Phase]) -> list[list[Parameter]]: ...
@@ -46,6 +56,7 @@ class BatchControl:
     """What a batch creation asks besides its parameter sets."""
     run: bool = False               # PHASE=RUN: queue every job at once
     run_id: str | None = None       # the batch's RUNID, also each job's
+    callback: str | None = None     # CALLBACK: POSTed the batch when its last job ends
 
 
 class Batches:
@@ -62,7 +73,7 @@ class Batches:
                caller: Caller = ANONYMOUS) -> str:
         """One PENDING job per row (QUEUED with ``control.run``), all stored in one
         transaction or none; the batch's id.  Raises NotFound (no such service),
-        BadRequest (a bad row, naming it and its parameter), TooLarge (more rows than
+        BadRequest (a bad row, naming it and its parameter, or a refused CALLBACK), TooLarge (more rows than
         ``max_batch_jobs``), Forbidden (the owner's jobs quota)."""
         service = self.jobs.service(service_name)
         if not rows:
@@ -71,11 +82,14 @@ class Batches:
             raise TooLarge(f"a batch of {service.name!r} has at most "
                            f"{service.max_batch_jobs} jobs, not {len(rows)}")
         _check_run_id(control.run_id)
+        callback = None if control.callback is None else \
+            _checked_callback(service, control.callback)
         sets = [_parameters(service, number, row) for number, row in enumerate(rows, 1)]
         quota = service.quota(caller.owner)
         self.jobs._check_quota(service, caller.owner, quota, new_jobs=len(sets))
         now = timeutil.now()
-        batch = Batch(new_job_id(), service.name, caller.owner, now, len(sets), control.run_id)
+        batch = Batch(new_job_id(), service.name, caller.owner, now, len(sets), control.run_id,
+                      callback)
         # Sorted ids: with one creation time, (creation_time, id) is the rows' order.
         ids = sorted(new_job_id() for _ in sets)
         jobs = [Job(id=job_id, service=service.name, owner=caller.owner, phase=Phase.PENDING,
@@ -108,6 +122,10 @@ class Batches:
     def progress(self, batch: Batch) -> Progress:
         return self.store.progress(batch.id)
 
+    def callback(self, batch: Batch) -> Delivery | None:
+        """What became of the batch's callback; None when it named none."""
+        return self.store.batch_callback(batch.id)
+
     def report(self, batch: Batch, start: int, limit: int) -> list[BatchJob]:
         """A page of the batch's jobs in creation order."""
         return self.store.batch_jobs(batch.id, start, limit)
@@ -138,13 +156,15 @@ class Batches:
 
     def repeat(self, service: str, batch_id: str, caller: Caller = ANONYMOUS) -> str:
         """ACTION=REPEAT: a new batch of copies of the failed (ERROR) and aborted jobs'
-        parameter sets, in their order; its id.  Raises Forbidden when there is none."""
+        parameter sets, in their order, naming the same callback; its id.  Raises
+        Forbidden when there is none."""
         batch = self.get(service, batch_id, caller)
         sets = self.store.parameter_sets(batch.id, REPEATED)
         if not sets:
             raise Forbidden(f"batch {batch.id} has no failed or aborted job to repeat")
         rows = [[(p.name, p.value) for p in params] for params in sets]
-        return self.create(service, rows, BatchControl(run_id=batch.run_id), caller)
+        return self.create(service, rows, BatchControl(run_id=batch.run_id,
+                                                       callback=batch.callback_url), caller)
 
     def delete(self, service: str, batch_id: str, caller: Caller = ANONYMOUS) -> None:
         """Delete the batch and its jobs in one transaction, then finish each job as

@@ -64,6 +64,7 @@ class Batch:
     creation_time: dt.datetime
     job_count: int              # jobs created; some may have been deleted since
     run_id: str | None = None
+    callback_url: str | None = None     # POSTed the batch when its last job ends
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,8 @@ connect, then read), and the outbox row stays leased meanwhile, so no other
 thread or process attempts it at the same time.
 
 What is sent is made by the payload maker registered for the row's subject kind
-(``@payload_maker("job")`` below); a new kind of subject (a batch) registers its
-own and adds its rows with :func:`uws.store.callbacks.add_delivery`.
+(``@payload_maker("job")``, ``@payload_maker("batch")`` below); a new kind of subject
+registers its own and adds its rows with :func:`uws.store.callbacks.add_delivery`.
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from . import callbacks, timeutil
+from .render import batch as render_batch
 from .render import json as render_json
 from .render.xml import Links
+from .store.batches import BatchStore
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ POLL = 1.0                  # seconds between looks for rows other processes mad
 MAX_RESPONSE_BYTES = 4096   # of a receiver's answer, read then dropped
 MAX_ADDRESSES = 3           # of a host's checked addresses, tried in turn
 USER_AGENT = "uws-callback"
+BATCH_PAGE = 100            # jobs of a batch's report sent with it (its first page)
 
 #: subject kind -> fn(api, outbox row, base URL) -> the JSON document, or None if
 #: the subject is gone.
@@ -58,6 +61,21 @@ def job_payload(api, row, base: str) -> dict[str, Any] | None:
     if job is None:
         return None
     return render_json.job(job, Links(f"{base}{row.service}/{row.subject_id}"))
+
+
+@payload_maker("batch")
+def batch_payload(api, row, base: str) -> dict[str, Any] | None:
+    """The batch's JSON document (uws.render.batch) with the first page of its report,
+    as its owner would read it."""
+    batches = BatchStore(api.store)
+    batch = batches.get_batch(row.subject_id, row.service, row.owner)
+    if batch is None:
+        return None
+    url = f"{base}{row.service}/batches/{batch.id}"
+    report = render_batch.BatchReport(
+        batch, batches.progress(batch.id), batches.batch_jobs(batch.id, 0, BATCH_PAGE), 0, url,
+        lambda job_id: f"{base}{row.service}/{job_id}", batches.batch_callback(batch.id))
+    return render_batch.batch_json(report)
 
 
 class Deliverer:

@@ -51,13 +51,13 @@ class Holds:
         self.jobs = jobs
 
     def of_service(self, service: str, caller: Caller) -> list[Hold]:
-        self._check(service, caller)
+        self.check(service, caller)
         return self.jobs.store.holds(service)
 
     def hold(self, service: str, owner: str | None, reason: str, caller: Caller) -> Hold:
         """Hold the service (``owner`` None or "*") or one owner in it; restating a
         hold replaces its reason."""
-        self._check(service, caller)
+        self.check(service, caller)
         if len(reason) > MAX_REASON or not fits_xml(reason):
             raise BadRequest(f"REASON: at most {MAX_REASON} characters, and no control "
                              "characters")
@@ -68,7 +68,7 @@ class Holds:
     def release(self, service: str, owner: str | None, caller: Caller) -> list[str]:
         """Lift a hold; the ids of the jobs queued again (handed to the executor).
         Raises NotFound if there is no such hold."""
-        self._check(service, caller)
+        self.check(service, caller)
         who = _owner(owner)
         released = self.jobs.store.release_hold(service, who)
         if released is None:
@@ -78,7 +78,8 @@ class Holds:
             self.jobs.executor.submit(job_id)
         return released
 
-    def _check(self, service: str, caller: Caller) -> None:
+    def check(self, service: str, caller: Caller) -> None:
+        """NotFound for no such service, Forbidden unless ``caller`` is an administrator."""
         self.jobs.service(service)
         if not caller.admin:
             raise Forbidden("only administrators may see and change holds")

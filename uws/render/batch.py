@@ -2,7 +2,8 @@
 
 A batch document carries its aggregate status, its counts by phase, its percent
 complete and one page of its report (each job with its link, phase, runId and error
-message); the batch list carries one ``batchref`` per batch.
+message), and what became of its callback if it named one; the batch list carries one
+``batchref`` per batch.
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from typing import Any
 from lxml import etree
 
 from ..batchmodel import Batch, BatchJob, Progress
+from ..callbacks import Delivery
 from ..model import xml_text
 from ..phases import Phase
 from ..timeutil import format_time
+from .json import callback as callback_json
 from .xml import XLINK_NS
 
 BATCH_NS = "urn:ivoa-uws-server:batch"
@@ -35,6 +38,7 @@ class BatchReport:
     start: int
     url: str
     job_url: Callable[[str], str]
+    callback: Delivery | None = None
 
     def phase_counts(self) -> list[tuple[Phase, int]]:
         counts = self.progress.counts
@@ -64,6 +68,8 @@ def batch_document(report: BatchReport) -> bytes:
     phases = _sub(root, "phases")
     for phase, n in report.phase_counts():
         _sub(phases, "phase", name=phase.value, count=str(n))
+    if report.callback is not None:
+        _callback(root, report.callback)
     jobs = _sub(root, "jobs", start=str(report.start), total=str(progress.total))
     for job in report.jobs:
         el = _sub(jobs, "job", id=job.id, phase=job.phase.value,
@@ -72,6 +78,15 @@ def batch_document(report: BatchReport) -> bytes:
         if job.error_message:
             _sub(el, "error", xml_text(job.error_message))
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def _callback(parent, delivery: Delivery) -> None:
+    """``<callback url= state= attempts= [status=] [delivered=]>last error</callback>``,
+    as a job's ``cb:callback`` in its jobInfo."""
+    _sub(parent, "callback", xml_text(delivery.error) if delivery.error else None,
+         url=xml_text(delivery.url), state=delivery.state, attempts=str(delivery.attempts),
+         status=None if delivery.status is None else str(delivery.status),
+         delivered=None if delivery.delivered is None else format_time(delivery.delivered))
 
 
 def batch_list(batches: list[Batch], total: int, start: int,
@@ -99,6 +114,7 @@ def batch_json(report: BatchReport) -> dict[str, Any]:
         "percentComplete": progress.percent,
         "jobCount": progress.total,
         "phases": {phase.value: n for phase, n in report.phase_counts()},
+        "callback": None if report.callback is None else callback_json(report.callback),
         "jobs": {"start": report.start, "total": progress.total,
                  "items": [{"jobId": j.id, "href": report.job_url(j.id), "phase": j.phase.value,
                             "runId": j.run_id, "error": j.error_message} for j in report.jobs]},

@@ -14,12 +14,13 @@ import sqlalchemy as sa
 
 from .. import phases
 from ..batchmodel import Batch, BatchJob, Progress
+from ..callbacks import Delivery
 from ..errors import OverQuota
 from ..holds import STOPPED
 from ..model import Job, Parameter
 from ..phases import Event, Phase
 from ..services import Quota
-from . import counts, usage
+from . import batchcallbacks, counts, usage
 from .changes import Change, chunks
 from .holds import _run_event, hold_applies
 from .jobs import Store, _ended, _job_row, _param_rows
@@ -49,7 +50,8 @@ class BatchStore:
                 self.store._serialise_owner(conn, batch.service, batch.owner)
             conn.execute(T.insert().values(
                 id=batch.id, service=batch.service, owner=batch.owner, run_id=batch.run_id,
-                creation_time=batch.creation_time, job_count=batch.job_count))
+                creation_time=batch.creation_time, job_count=batch.job_count,
+                callback_url=batch.callback_url))
             conn.execute(J.insert(), [{**_job_row(job), "batch_id": batch.id} for job in jobs])
             params = [row for job in jobs for row in _param_rows(job.id, job.parameters, 0)]
             if params:
@@ -102,6 +104,12 @@ class BatchStore:
         executing = next((float(s or 0) for phase, _, s in rows
                           if phase == Phase.EXECUTING.value), 0.0)
         return Progress(counted, executing)
+
+    def batch_callback(self, batch_id: str) -> Delivery | None:
+        """What became of the batch's callback (None: it named none; waiting: it has
+        not ended yet), from its latest delivery."""
+        with self.engine.connect() as conn:
+            return batchcallbacks.outcome(conn, batch_id)
 
     def batch_jobs(self, batch_id: str, offset: int, limit: int) -> list[BatchJob]:
         """A page of the batch's jobs in creation order."""
@@ -205,6 +213,7 @@ class BatchStore:
                 usage.add(conn, key[0], key[1], some_id[key], -size)
             ids = [r.id for r in rows]
             self._notify(conn, ids)
+            batchcallbacks.drop(conn, batch_id)
             conn.execute(T.delete().where(T.c.id == batch_id))
         for job_id in ids:
             self.store._changed(job_id)
@@ -239,4 +248,5 @@ _PROGRESS = (sa.select(J.c.phase, sa.func.count(), sa.func.sum(J.c.progress))
 
 def _batch(row) -> Batch:
     return Batch(id=row.id, service=row.service, owner=row.owner,
-                 creation_time=row.creation_time, job_count=row.job_count, run_id=row.run_id)
+                 creation_time=row.creation_time, job_count=row.job_count, run_id=row.run_id,
+                 callback_url=row.callback_url)

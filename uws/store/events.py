@@ -40,6 +40,9 @@ PROGRESS_INTERVAL = 5.0
 #: while no WAIT waits for it (it is no job id; a creation or a progress report must not
 #: end a WAIT that started after it)
 EVENTS_KEY = "events"
+#: events a ``latest`` read looks through, newest first, at most: jobs whose last change
+#: is older than that many of the caller's events are not listed
+LATEST_SCAN = 10000
 _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
             E.c.old_phase, E.c.new_phase, E.c.progress)
 
@@ -107,7 +110,7 @@ class EventQueries:
                      since: dt.datetime | None, limit: int) -> EventPage:
         """Up to ``limit`` events, in log order, after the event ``after`` (its id)
         and at or after ``since``."""
-        with self.engine.connect() as conn:
+        with self._one_snapshot() as conn:
             where = _scope(service, owner) + _since(since) + _after(conn, service, after)
             stmt = sa.select(*_COLUMNS).where(*where).order_by(E.c.xid, E.c.seq).limit(limit)
             events = [_event(row) for row in conn.execute(self._settled(stmt))]
@@ -125,16 +128,30 @@ class EventQueries:
     def latest_events(self, service: str, owner: str | None, limit: int) -> EventPage:
         """The newest event of each job, for the ``limit`` jobs that changed last,
         in log order.  A job's own events come from one transaction after another,
-        so its newest has its largest id."""
+        so its newest has its largest id.  Only the scope's newest :data:`LATEST_SCAN`
+        events are grouped (read backwards through the scope's index), so a call costs
+        the same however long the log: anonymous callers all share one owner."""
         scope = _scope(service, owner)
-        newest = self._settled(sa.select(sa.func.max(E.c.seq)).where(*scope)
-                               .group_by(E.c.job_id).order_by(sa.func.max(E.c.seq).desc())
-                               .limit(limit))
+        recent = self._settled(sa.select(E.c.seq, E.c.job_id).where(*scope)
+                               .order_by(E.c.xid.desc(), E.c.seq.desc())
+                               .limit(LATEST_SCAN)).subquery()
+        newest = (sa.select(sa.func.max(recent.c.seq)).group_by(recent.c.job_id)
+                  .order_by(sa.func.max(recent.c.seq).desc()).limit(limit))
         stmt = (sa.select(*_COLUMNS).where(E.c.seq.in_(newest.scalar_subquery()))
                 .order_by(E.c.xid, E.c.seq))
-        with self.engine.connect() as conn:
+        with self._one_snapshot() as conn:
             return EventPage([_event(row) for row in conn.execute(stmt)],
                              self._pending(conn, scope))
+
+    def _one_snapshot(self) -> sa.Connection:
+        """A connection whose statements all see one snapshot (PostgreSQL: REPEATABLE
+        READ): the events read and the "pending" check must agree on which transactions
+        were still in flight, or a page could come back empty and not pending while
+        events wait."""
+        conn = self.engine.connect()
+        if self.engine.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        return conn
 
     def _settled(self, stmt: sa.Select) -> sa.Select:
         """Only events no transaction still in flight can sort before (PostgreSQL)."""

@@ -21,7 +21,7 @@ from ..model import ErrorSummary, Job, Parameter, Result
 from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
-from . import callbacks, counts, direct, usage
+from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
@@ -47,9 +47,10 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self.listeners: list[Callable[[str], None]] = []
         self.listener: ChangeListener | None = None
         # See uws.store.changes.  The event log, the duration histograms and the
-        # callback outbox are kept in every process that changes jobs (front ends,
-        # local and Celery workers).
-        self.change_hooks: list[ChangeHook] = [record, record_durations, callbacks.enqueue]
+        # callback outbox (jobs' and batches') are kept in every process that changes
+        # jobs (front ends, local and Celery workers).
+        self.change_hooks: list[ChangeHook] = [record, record_durations, callbacks.enqueue,
+                                               batchcallbacks.batch_ended]
         self.progress_events = ProgressThrottle()
         self.change_hooks.append(self.release_quota_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"

@@ -70,6 +70,7 @@ batch = Table(
     Column("run_id", Text),
     Column("creation_time", DateTime, nullable=False),
     Column("job_count", Integer, nullable=False),   # jobs created (some may be deleted since)
+    Column("callback_url", Text),   # POSTed the batch when its last job ends (CALLBACK)
 )
 # An owner's batches, newest first; unscoped (administrator) lists.
 Index("ix_uws_batch_list", batch.c.service, batch.c.owner, batch.c.creation_time, batch.c.id)
@@ -207,7 +208,7 @@ job_callback = Table(
 )
 
 # The callback outbox: one row per delivery due, written in
-# the transaction that ends its subject (a job; later a batch), claimed with a lease
+# the transaction that ends its subject (a job, a batch), claimed with a lease
 # by one delivery thread at a time in any process.
 callback = Table(
     "uws_callback", metadata,

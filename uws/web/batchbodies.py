@@ -2,7 +2,7 @@
 
 * ``application/json``: an array of objects (one per job) mapping a parameter name to
   a value or a list of values (strings, numbers, booleans; null omits the name), or an
-  object ``{"jobs": [...], "runId": "...", "phase": "RUN"}``.
+  object ``{"jobs": [...], "runId": "...", "phase": "RUN", "callback": "https://..."}``.
 * ``text/csv`` (the body), or a multipart form with one file part holding the CSV: a
   header row of parameter names (a name repeated for a multi-valued parameter), then one
   row per job; an empty cell omits the name, so its default applies.
@@ -22,14 +22,14 @@ from ..errors import BadRequest, TooLarge
 from .http import UnsupportedMediaType, check_unencoded, form_pairs, split_control, uploads
 
 MAX_BATCH_BYTES = 32 << 20
-CONTROL = frozenset({"PHASE", "RUNID"})
-JSON_KEYS = {"jobs", "runId", "phase"}
+CONTROL = frozenset({"PHASE", "RUNID", "CALLBACK"})
+JSON_KEYS = {"jobs", "runId", "phase", "callback"}
 
 Rows = list[list[tuple[str, str]]]
 
 
 def read_batch() -> tuple[Rows, dict[str, list[str]]]:
-    """The parameter sets of this request, and its control values (PHASE, RUNID) from
+    """The parameter sets of this request, and its control values (PHASE, RUNID, CALLBACK) from
     the query string and the body.  BadRequest, TooLarge or UnsupportedMediaType."""
     check_unencoded()
     if request.mimetype == "multipart/form-data":
@@ -89,8 +89,9 @@ def _json_rows(doc: Any) -> tuple[Rows, dict[str, str]]:
     if isinstance(doc, dict):
         unknown = sorted(set(doc) - JSON_KEYS)
         if unknown:
-            raise BadRequest(f"{unknown[0]}: not a key of a batch (jobs, runId, phase)")
-        for key, name in (("runId", "RUNID"), ("phase", "PHASE")):
+            raise BadRequest(f"{unknown[0]}: not a key of a batch (jobs, runId, phase, "
+                             "callback)")
+        for key, name in (("runId", "RUNID"), ("phase", "PHASE"), ("callback", "CALLBACK")):
             value = doc.get(key)
             if value is not None and not isinstance(value, str):
                 raise BadRequest(f"{key}: must be a string")

@@ -3,6 +3,7 @@ run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.batche
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app
+from werkzeug.exceptions import MethodNotAllowed
 
 from ..batches import BatchControl, Batches
 from ..errors import BadRequest
@@ -23,7 +24,7 @@ from .http import (
 )
 from .job import caller
 from .negotiation import NEGOTIATED, wants_html, wants_json
-from .paging import int_value
+from .paging import MAX_START, int_value
 
 bp = Blueprint("batches", __name__)
 BATCHES = "/<service>/batches"
@@ -55,8 +56,11 @@ def batch_url(service: str, batch_id: str) -> str:
 
 
 def _page() -> tuple[int, int]:
-    """``start`` (an offset) and ``limit`` (at most MAX_PAGE) of this request."""
+    """``start`` (an offset, at most MAX_START) and ``limit`` (at most MAX_PAGE) of this
+    request."""
     start = int_value("start", minimum=0) or 0
+    if start > MAX_START:       # also keeps it within the database's integers
+        raise BadRequest(f"start: at most {MAX_START}")
     limit = int_value("limit", minimum=1) or PAGE
     if limit > MAX_PAGE:
         raise BadRequest(f"limit: at most {MAX_PAGE}")
@@ -102,8 +106,17 @@ def create_batch(service: str):
     if phase is not None and phase.upper() != "RUN":
         raise BadRequest(f"PHASE: only RUN may be given at creation, not {phase!r}")
     batch_id = api.create(service, rows, BatchControl(run=phase is not None,
-                                                      run_id=single(control, "RUNID")), caller())
+                                                      run_id=single(control, "RUNID"),
+                                                      callback=single(control, "CALLBACK")),
+                          caller())
     return see_other(batch_url(service, batch_id))
+
+
+@bp.route(BATCHES, methods=["PUT", "DELETE", "PATCH"])
+@service_view
+def batches_other_methods(service: str):
+    """405, rather than the job route's 404 for a job named "batches"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD", "POST"])
 
 
 # -- one batch ------------------------------------------------------------------------------
@@ -117,7 +130,7 @@ def get_batch(service: str, batch_id: str):
     progress = api.progress(batch)
     url = batch_url(service, batch.id)
     report = render.BatchReport(batch, progress, api.report(batch, start, limit), start, url,
-                                lambda job_id: job_url(service, job_id))
+                                lambda job_id: job_url(service, job_id), api.callback(batch))
     if wants_html():
         return pages.render("batch.html", report=report, limit=limit,
                             list_url=list_url(service))

@@ -1,5 +1,6 @@
 """GET /{service}/events: the caller's job events, streamed (Server-Sent Events,
-``Accept: text/event-stream``) or in JSON pages for clients that poll."""
+``Accept: text/event-stream``) or in JSON pages for clients that poll; chosen by
+Accept, so every answer says ``Vary: Accept`` (a cache must not serve one for the other)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from ..render import events as render
 from . import identity
 from .access import service_view
 from .http import base_url, jobs_api, json_response, query_value
+from .negotiation import NEGOTIATED
 from .paging import int_value, time_value
 from .passwords import Busy
 
@@ -58,7 +60,7 @@ def _stream(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
     except ev.TooManyStreams as exc:
         raise Busy(str(exc), exc.retry_after) from None
     return Response(_EventStream(stream), mimetype=STREAM_TYPE,
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **NEGOTIATED})
 
 
 def _resume_at() -> ev.Position | None:
@@ -112,7 +114,8 @@ def _latest(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
     last = feed.last_event_id(service, scope)
     found = feed.latest(service, scope, _limit())
     return json_response({"events": [render.event(e) for e in found.events],
-                          "lastEventId": last, "next": None, "pending": found.pending})
+                          "lastEventId": last, "next": None, "pending": found.pending},
+                         headers=NEGOTIATED)
 
 
 def _page(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
@@ -125,7 +128,7 @@ def _page(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
     doc: dict[str, Any] = {"events": [render.event(e) for e in events],
                            "lastEventId": events[-1].seq if events else at.after,
                            "next": None, "pending": found.pending}
-    headers = {}
+    headers = dict(NEGOTIATED)
     if len(events) == limit:
         doc["next"] = _next_url(service, events[-1].seq, limit)
         headers["Link"] = f'<{doc["next"]}>; rel="next"'

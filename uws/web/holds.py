@@ -7,6 +7,7 @@ whole service) and ``REASON`` places or lifts one, then 303 back to the list.
 from __future__ import annotations
 
 from flask import Blueprint, Flask, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from ..errors import BadRequest, UWSError
 from ..holds import Holds
@@ -39,13 +40,14 @@ def get_holds(service: str):
 @bp.route(HOLDS, methods=["POST"])
 @service_view
 def post_holds(service: str):
+    caller = identity.current_caller()
+    _holds().check(service, caller)     # 403 before any complaint about the form
     control, rest = split_control(form_pairs(), FIELDS)
     if rest:
         raise BadRequest(f"unexpected parameter {rest[0][0]!r}; only ACTION, OWNER and "
                          "REASON are accepted here")
     action = (single(control, "ACTION") or "").strip().upper()
     owner = single(control, "OWNER")
-    caller = identity.current_caller()
     if action == "HOLD":
         _holds().hold(service, owner, single(control, "REASON") or "", caller)
     elif action == "RELEASE":
@@ -53,6 +55,13 @@ def post_holds(service: str):
     else:
         raise BadRequest("ACTION: must be HOLD or RELEASE")
     return see_other(f"{base_url()}{service}/holds")
+
+
+@bp.route(HOLDS, methods=["PUT", "DELETE", "PATCH"])
+@service_view
+def holds_other_methods(service: str):
+    """405, rather than the job route's 404 for a job named "holds"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD", "POST"])
 
 
 def install(app: Flask) -> None:

@@ -20,6 +20,7 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from werkzeug.exceptions import MethodNotAllowed
 
 from ..errors import Forbidden
 from ..phases import Phase
@@ -91,6 +92,12 @@ def metrics():
             raise Forbidden("the metrics are for administrators")
     body = generate_latest(current_app.extensions["uws_metrics"].registry)
     return Response(body, content_type=CONTENT_TYPE_LATEST)
+
+
+@bp.route("/metrics", methods=["POST", "PUT", "DELETE", "PATCH"])
+def metrics_read_only():
+    """405, rather than the service route's 404 for a service named "metrics"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD"])
 
 
 def install(app: Flask) -> None:

@@ -7,6 +7,7 @@ owner's, and (on the page) the chart of jobs per phase over the window.
 from __future__ import annotations
 
 from flask import Blueprint, Flask, current_app
+from werkzeug.exceptions import MethodNotAllowed
 
 from .. import timeutil
 from ..errors import UWSError
@@ -19,6 +20,7 @@ from .http import base_url, jobs_api, json_response, query_value, xml
 from .negotiation import NEGOTIATED, wants_html, wants_json
 
 bp = Blueprint("stats", __name__)
+OTHER_METHODS = ["POST", "PUT", "DELETE", "PATCH"]
 
 
 @bp.route("/stats", methods=["GET"])
@@ -31,6 +33,19 @@ def server_stats():
 def service_stats(service: str):
     jobs_api().service(service)     # 404 for an unknown one
     return _answer(service)
+
+
+@bp.route("/stats", methods=OTHER_METHODS)
+def server_stats_read_only():
+    """405, rather than the service route's 404 for a service named "stats"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD"])
+
+
+@bp.route("/<service>/stats", methods=OTHER_METHODS)
+@service_view
+def service_stats_read_only(service: str):
+    """405, rather than the job route's 404 for a job named "stats"."""
+    raise MethodNotAllowed(valid_methods=["GET", "HEAD"])
 
 
 def _answer(service: str | None):
