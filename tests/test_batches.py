@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import sqlalchemy as sa
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
@@ -32,6 +33,8 @@ SERVICES = {
     "sleep": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS},
     "small": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS, "max_batch_jobs": 3,
               "max_jobs_per_owner": 4},
+    "ranked": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS, "priority_min": 0,
+               "priority_max": 5, "priority_default": 3},
     "checksum": {"runner": "uws.demo:checksum", "parameters": [
         {"name": "FILE", "type": "file", "required": True}]},
 }
@@ -348,6 +351,29 @@ def test_run_queues_the_pending_jobs_of_the_batch(client, store):
     assert job_phases(client, path) == ["ABORTED", "QUEUED", "QUEUED"]
 
 
+def test_run_under_an_administrative_hold_holds_the_jobs_until_it_is_released(client):
+    r = client.post("/sleep/holds", data={"ACTION": "HOLD", "OWNER": "alice"}, headers=ROOT)
+    assert r.status_code == 303
+    path = create(client, [{}] * 2, "?PHASE=RUN")
+    assert job_phases(client, path) == ["HELD", "HELD"]
+    client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
+    assert job_phases(client, path) == ["HELD", "HELD"]
+    r = client.post("/sleep/holds", data={"ACTION": "RELEASE", "OWNER": "alice"}, headers=ROOT)
+    assert r.status_code == 303
+    assert job_phases(client, path) == ["QUEUED", "QUEUED"]
+
+
+def test_run_leaves_a_job_held_by_the_running_cap_held(client, store):
+    path = create(client, [{}] * 3)
+    ids = job_ids(client, path)
+    finish(store, ids[0], "EXECUTING")
+    finish(store, ids[1], "QUEUED")
+    assert store.hold_for_quota("sleep", "alice", 1) == [ids[1]]
+    client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
+    assert job_phases(client, path) == ["EXECUTING", "HELD", "QUEUED"]
+    assert store.held_because(ids[1])[0] == "quota"
+
+
 def test_abort_ends_every_unfinished_job_and_leaves_finished_ones(client, store):
     path = create(client, [{}] * 4)
     ids = job_ids(client, path)
@@ -445,6 +471,13 @@ def test_an_administrator_sees_and_controls_every_batch(client):
 
 # -- jobs of a batch ---------------------------------------------------------------------------
 
+def test_each_job_of_a_batch_takes_the_services_default_priority(client):
+    path = create(client, [{}, {}], service="ranked")
+    for job_id in job_ids(client, path):
+        doc = client.get(f"/ranked/{job_id}", headers={**ALICE, "Accept": "application/json"})
+        assert doc.get_json()["jobInfo"]["queue"]["priority"] == 3
+
+
 def test_each_job_of_a_batch_stays_an_ordinary_uws_job(client):
     path = create(client, [{"DURATION": 7}])
     job = f"/sleep/{job_ids(client, path)[0]}"
@@ -483,6 +516,36 @@ def test_the_html_page_shows_status_progress_report_and_actions(client, store):
     assert "<script>" not in page
 
 
+def statements(store, action) -> int:
+    """How many SQL statements ``action()`` executes on the store's database."""
+    seen = []
+    listener = lambda *args: seen.append(1)     # noqa: E731
+    sa.event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        action()
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", listener)
+    return len(seen)
+
+
+@pytest.mark.parametrize("how", ["RUN", "ABORT", "DELETE"])
+def test_changing_a_batch_costs_statements_independent_of_its_size(client, store, how):
+    path = create(client, [{}] * 60)
+    for job_id in job_ids(client, path)[:2]:
+        finish(store, job_id, "EXECUTING")      # their ends add run-time bins
+    form = {"ACTION": "DELETE"} if how == "DELETE" else {"PHASE": how}
+    assert statements(store, lambda: client.post(path, data=form, headers=ALICE)) < 30
+
+
+def test_aborting_a_batch_adds_the_run_times_of_its_running_jobs(client, store):
+    path = create(client, [{}] * 3)
+    for job_id in job_ids(client, path)[:2]:
+        finish(store, job_id, "EXECUTING")
+    client.post(path, data={"PHASE": "ABORT"}, headers=ALICE)
+    doc = client.get("/sleep/stats", headers={**ALICE, "Accept": "application/json"}).get_json()
+    assert doc["all"]["waitTime"]["samples"] == 2 and doc["all"]["runTime"]["samples"] == 2
+
+
 def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
     other = create_app(app.extensions["uws"].config)    # a second process's app, same database
     other.test_client_class = ValidatingClient
@@ -498,6 +561,26 @@ def test_a_wait_in_another_front_end_returns_when_the_batch_runs(app, client):
         client.post(path, data={"PHASE": "RUN"}, headers=ALICE)
         waiter.join(timeout=30)
         assert b"<uws:phase>QUEUED</uws:phase>" in answers[0].data
+        assert time.monotonic() - started < 5      # woken, not timed out
+    finally:
+        shutdown(other)
+
+
+def test_a_wait_in_another_front_end_returns_when_the_batch_is_deleted(app, client):
+    other = create_app(app.extensions["uws"].config)    # a second process's app, same database
+    other.test_client_class = ValidatingClient
+    try:
+        path = create(client, [{}, {}])
+        job = f"/sleep/{job_ids(client, path)[1]}"
+        answers = []
+        waiter = threading.Thread(target=lambda: answers.append(other.test_client().get(
+            f"{job}?WAIT=30&PHASE=PENDING", headers=ALICE)))
+        waiter.start()
+        wait_for(lambda: other.extensions["uws"].watch.waiting > 0)
+        started = time.monotonic()
+        assert client.delete(path, headers=ALICE).status_code == 303
+        waiter.join(timeout=30)
+        assert answers[0].status_code == 404
         assert time.monotonic() - started < 5      # woken, not timed out
     finally:
         shutdown(other)

@@ -21,13 +21,17 @@ SLEEP = {"runner": "uws.demo:sleep",
                         {"name": "FAIL", "type": "boolean", "default": False},
                         {"name": "MESSAGE", "type": "string", "default": ""}]}
 
+#: A service with priorities and callbacks to 127.0.0.1.
+RANKED = {**SLEEP, "priority_min": 0, "priority_max": 5, "priority_default": 2,
+          "callback_hosts": ["127.0.0.1"]}
+
 
 @pytest.fixture
 def make_client(tmp_path, db_url):
     made = []
 
     def make(**settings):
-        cfg = make_config(tmp_path, db_url, services={"c": CHECKSUM, "s": SLEEP},
+        cfg = make_config(tmp_path, db_url, services={"c": CHECKSUM, "s": SLEEP, "p": RANKED},
                           scheduler=False, **settings)
         application = create_app(cfg)
         application.test_client_class = ValidatingClient
@@ -156,5 +160,30 @@ def test_another_owner_cannot_repeat_a_job(tmp_path, db_url):
         assert client.post(path, data={"ACTION": "REPEAT"},
                            headers=basic("bob")).status_code == 403
         assert client.head("/s", headers=basic("bob")).headers["X-Job-Count"] == "0"
+    finally:
+        shutdown(application)
+
+
+def queue_and_callback(client, path, headers=None) -> tuple[int, str | None]:
+    info = client.get(path, headers={**(headers or {}), "Accept": "application/json"}
+                      ).get_json()["jobInfo"]
+    return info["queue"]["priority"], info.get("callback", {}).get("url")
+
+
+def test_the_repeated_job_keeps_the_priority_and_the_callback(client):
+    path = create(client, "p", PRIORITY="4", CALLBACK="http://127.0.0.1:9/done")
+    copy = location(repeat(client, path))
+    assert queue_and_callback(client, copy) == (4, "http://127.0.0.1:9/done")
+
+
+def test_a_priority_set_by_an_administrator_beyond_the_owners_bounds_is_not_copied(
+        tmp_path, db_url):
+    application = holds_app(tmp_path, db_url, services={"p": RANKED}, executor="none")
+    try:
+        client = application.test_client()
+        path = location(client.post("/p", data={"PRIORITY": "4"}, headers=basic("alice")))
+        assert client.post(path, data={"PRIORITY": "9"}, headers=basic("root")).status_code == 303
+        copy = location(client.post(path, data={"ACTION": "REPEAT"}, headers=basic("alice")))
+        assert queue_and_callback(client, copy, basic("alice")) == (2, None)
     finally:
         shutdown(application)

@@ -93,7 +93,7 @@ class Batches:
         # Sorted ids: with one creation time, (creation_time, id) is the rows' order.
         ids = sorted(new_job_id() for _ in sets)
         jobs = [Job(id=job_id, service=service.name, owner=caller.owner, phase=Phase.PENDING,
-                    creation_time=now, run_id=control.run_id,
+                    creation_time=now, run_id=control.run_id, priority=service.priority_default,
                     execution_duration=service.execution_duration,
                     destruction=_destruction_default(service, now), parameters=params)
                 for job_id, params in zip(ids, sets)]
@@ -141,7 +141,8 @@ class Batches:
     # -- changes ----------------------------------------------------------------------------
 
     def run(self, service: str, batch_id: str, caller: Caller = ANONYMOUS) -> int:
-        """PHASE=RUN: queue the batch's PENDING and HELD jobs; how many."""
+        """PHASE=RUN of the batch's PENDING and HELD jobs, each as a single RUN (held
+        while a hold applies); how many were queued."""
         batch = self.get(service, batch_id, caller)
         return self._submit(self.store.mark_queued(batch.id))
 

@@ -168,17 +168,26 @@ class Jobs:
     def repeat(self, service_name: str, job_id: str, caller: Caller = ANONYMOUS,
                run: bool = False) -> str:
         """ACTION=REPEAT: a new PENDING job of the caller's (QUEUED or HELD with
-        ``run``) with the job's parameters, RUNID and uploads, copied; its id.
-        Raises NotFound, Forbidden (another owner's job, the caller's quota),
-        TooLarge (an upload past today's limit)."""
+        ``run``) with the job's parameters, RUNID, PRIORITY, CALLBACK and uploads,
+        copied; its id.  Raises NotFound, Forbidden (another owner's job, the caller's
+        quota), TooLarge (an upload past today's limit), BadRequest (a callback the
+        service no longer accepts)."""
         source = self.get(service_name, job_id, caller)
         service = self.service(service_name)
+        try:
+            priority = queueing.check_priority(source.priority, service.priority_min,
+                                               service.priority_max, caller.admin)
+        except BadRequest:      # set by an administrator, beyond what the caller may ask
+            priority = service.priority_default
+        callback_url = None if source.callback_url is None else \
+            _checked_callback(service, source.callback_url)
         quota = service.quota(caller.owner)
         self._check_quota(service, caller.owner, quota)
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
-            creation_time=now, run_id=source.run_id,
+            creation_time=now, run_id=source.run_id, priority=priority,
+            callback_url=callback_url,
             execution_duration=service.clamp_duration(source.execution_duration),
             destruction=_destruction_default(service, now), parameters=list(source.parameters),
         )

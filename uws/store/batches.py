@@ -16,11 +16,13 @@ from .. import phases
 from ..batchmodel import Batch, BatchJob, Progress
 from ..callbacks import Delivery
 from ..errors import OverQuota
+from ..holds import STOPPED
 from ..model import Job, Parameter
 from ..phases import Event, Phase
 from ..services import Quota
 from . import batchcallbacks, counts, usage
-from .changes import Change
+from .changes import Change, chunks
+from .holds import _run_event, hold_applies
 from .jobs import Store, _ended, _job_row, _param_rows
 from .notify import CHANNEL
 from .tables import batch as T
@@ -29,8 +31,6 @@ from .tables import job_bytes as B
 from .tables import parameter as P
 
 _PHASE = {p.value: p for p in Phase}
-#: Ids per statement when a batch's jobs change together (far below any bind limit).
-CHUNK = 500
 
 
 class BatchStore:
@@ -140,31 +140,57 @@ class BatchStore:
     # -- changes ----------------------------------------------------------------------
 
     def mark_queued(self, batch_id: str) -> list[str]:
-        """PENDING or HELD -> QUEUED for every such job of the batch; their ids."""
-        return self._apply(batch_id, Event.RUN, {})
+        """PHASE=RUN of every PENDING or HELD job of the batch, as
+        :meth:`HoldQueries.run_job` decides it for one (PENDING -> HELD while a hold
+        applies to the owner, else QUEUED); the ids of the jobs now QUEUED."""
+        with self.engine.begin() as conn:
+            batch = conn.execute(sa.select(T.c.service, T.c.owner)
+                                 .where(T.c.id == batch_id)).first()
+            if batch is None:
+                return []
+            postgres = conn.dialect.name == "postgresql"
+            if postgres:    # holds, then the jobs: the order a release takes them in
+                held = hold_applies(conn, batch.service, batch.owner)
+            rows = self._lock(conn, batch_id, Event.RUN)
+            if not postgres:    # the write lock first, as run_job takes it
+                held = hold_applies(conn, batch.service, batch.owner)
+            moves = {event: [r for r in rows if _run_event(_PHASE[r.phase], r.held_for,
+                                                           held) is event]
+                     for event in (Event.RUN, Event.RUN_HELD)}
+            self._move(conn, batch_id, Event.RUN_HELD, moves[Event.RUN_HELD], held_for=STOPPED)
+            queued = self._move(conn, batch_id, Event.RUN, moves[Event.RUN], held_for=None)
+        for job_id in queued:
+            self.store._changed(job_id)
+        return queued
 
     def mark_aborted(self, batch_id: str) -> list[str]:
         """Every unfinished job of the batch -> ABORTED; their ids."""
-        return self._apply(batch_id, Event.ABORT, _ended())
-
-    def _apply(self, batch_id: str, event: Event, fields: dict) -> list[str]:
-        """The event for each of the batch's jobs in one of its source phases, in one
-        transaction: their rows are locked and read (the phase each leaves), then
-        changed by id, so each job is moved exactly as Store._apply would move it."""
-        new = phases.target(event).value
-        sources = [p.value for p in phases.sources(event)]
         with self.engine.begin() as conn:
-            rows = conn.execute(_LOCK[conn.dialect.name == "postgresql"],
-                                {"batch": batch_id, "sources": sources}).all()
-            ids = [row.id for row in rows]
-            for start in range(0, len(ids), CHUNK):
-                conn.execute(J.update().where(J.c.id.in_(ids[start:start + CHUNK]))
-                             .values(phase=new, **fields))
-            self._notify(conn, ids)
-            self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, new,
-                                                  batch_id) for r in rows])
+            rows = self._lock(conn, batch_id, Event.ABORT)
+            ids = self._move(conn, batch_id, Event.ABORT, rows, **_ended())
         for job_id in ids:
             self.store._changed(job_id)
+        return ids
+
+    @staticmethod
+    def _lock(conn: sa.Connection, batch_id: str, event: Event) -> Sequence[sa.Row]:
+        """The batch's jobs in one of the event's source phases, their rows locked
+        until the commit (read: the phase each leaves)."""
+        sources = [p.value for p in phases.sources(event)]
+        return conn.execute(_LOCK[conn.dialect.name == "postgresql"],
+                            {"batch": batch_id, "sources": sources}).all()
+
+    def _move(self, conn: sa.Connection, batch_id: str, event: Event, rows: Sequence[sa.Row],
+              **fields) -> list[str]:
+        """The event for each of ``rows`` (locked by :meth:`_lock`), changed by id,
+        so each job is moved exactly as Store._apply would move it; their ids."""
+        new = phases.target(event).value
+        ids = [row.id for row in rows]
+        for part in chunks(ids):
+            conn.execute(J.update().where(J.c.id.in_(part)).values(phase=new, **fields))
+        self._notify(conn, ids)
+        self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, new,
+                                              batch_id) for r in rows])
         return ids
 
     def delete_batch(self, batch_id: str) -> list[str]:
@@ -195,20 +221,19 @@ class BatchStore:
 
     @staticmethod
     def _notify(conn: sa.Connection, ids: list[str]) -> None:
-        """Store._announce for each job, one statement per chunk (PostgreSQL)."""
-        if conn.dialect.name == "postgresql":
-            for start in range(0, len(ids), CHUNK):
-                conn.execute(_NOTIFY, {"ids": ids[start:start + CHUNK]})
+        """Store._announce for each job, in one statement (PostgreSQL).  From the ids
+        themselves, not their rows: a deleted job's row is gone."""
+        if conn.dialect.name == "postgresql" and ids:
+            conn.execute(_NOTIFY, {"ids": ids})
 
 
 _IN_BATCH = (J.c.batch_id == sa.bindparam("batch"),
              J.c.phase.in_(sa.bindparam("sources", expanding=True)))
 # The rows an event moves, locked until the commit: FOR UPDATE on PostgreSQL (a
 # claim's SKIP LOCKED passes them by); on SQLite a no-op UPDATE takes the write lock.
-_LOCK = {True: sa.select(J.c.id, J.c.service, J.c.owner, J.c.phase).where(*_IN_BATCH)
-         .order_by(J.c.id).with_for_update(),
-         False: J.update().where(*_IN_BATCH).values(phase=J.c.phase)
-         .returning(J.c.id, J.c.service, J.c.owner, J.c.phase)}
+_LOCKED = (J.c.id, J.c.service, J.c.owner, J.c.phase, J.c.held_for)
+_LOCK = {True: sa.select(*_LOCKED).where(*_IN_BATCH).order_by(J.c.id).with_for_update(),
+         False: J.update().where(*_IN_BATCH).values(phase=J.c.phase).returning(*_LOCKED)}
 _OF_BATCH = sa.select(J.c.id).where(J.c.batch_id == sa.bindparam("batch"))
 # The batch's bytes rows, locked (a no-op UPDATE, as usage.lock), then its jobs deleted.
 _LOCK_BYTES = (B.update().where(B.c.job_id.in_(_OF_BATCH)).values(bytes=B.c.bytes)
@@ -216,8 +241,7 @@ _LOCK_BYTES = (B.update().where(B.c.job_id.in_(_OF_BATCH)).values(bytes=B.c.byte
 _DELETE_JOBS = (J.delete().where(J.c.batch_id == sa.bindparam("batch"))
                 .returning(J.c.id, J.c.service, J.c.owner, J.c.phase))
 # NOTIFY of each job, as uws.store.notify.announce sends it, for many jobs at once.
-_NOTIFY = sa.select(sa.func.pg_notify(CHANNEL, J.c.id)).where(
-    J.c.id.in_(sa.bindparam("ids", expanding=True)))
+_NOTIFY = sa.text(f"SELECT pg_notify('{CHANNEL}', id) FROM unnest(CAST(:ids AS text[])) AS id")
 _PROGRESS = (sa.select(J.c.phase, sa.func.count(), sa.func.sum(J.c.progress))
              .where(J.c.batch_id == sa.bindparam("batch")).group_by(J.c.phase))
 

@@ -12,11 +12,12 @@ twice, never two at once.  Mixed into Store, which provides ``engine``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
 from .. import callbacks, phases, timeutil
-from .changes import Change
+from .changes import Change, ManyHook, chunks
 from .tables import callback as C
 from .tables import job as J
 from .tables import job_callback as JC
@@ -32,14 +33,22 @@ def name(conn: sa.Connection, job_id: str, url: str) -> None:
     conn.execute(JC.insert().values(job_id=job_id, url=url))
 
 
-def enqueue(conn: sa.Connection, change: Change) -> None:
-    """Change hook: a job with a callback that reaches COMPLETED, ERROR or ABORTED
-    gets a delivery due now (a job stored already ended, old=None, has not *reached* it);
-    a deleted job's deliveries go with it (there is nothing left to send)."""
-    if change.new is None:
-        conn.execute(C.delete().where(C.c.subject_kind == JOB, C.c.subject_id == change.job_id))
-    elif change.old is not None and change.new in _ENDED and change.old != change.new:
-        conn.execute(_ENQUEUE, {"id": change.job_id, "now": timeutil.now()})
+def _enqueue(conn: sa.Connection, changes: Sequence[Change]) -> None:
+    """Jobs with a callback that reach COMPLETED, ERROR or ABORTED get a delivery due
+    now (a job stored already ended, old=None, has not *reached* it); deleted jobs'
+    deliveries go with them (there is nothing left to send)."""
+    gone = [c.job_id for c in changes if c.new is None]
+    ended = [c.job_id for c in changes
+             if c.old is not None and c.new in _ENDED and c.old != c.new]
+    for part in chunks(gone):
+        conn.execute(C.delete().where(C.c.subject_kind == JOB, C.c.subject_id.in_(part)))
+    now = timeutil.now()
+    for part in chunks(ended):
+        conn.execute(_ENQUEUE, {"ids": list(part), "now": now})
+
+
+#: The change hook (see uws.store.changes).
+enqueue = ManyHook(_enqueue)
 
 
 def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,
@@ -103,7 +112,7 @@ _ENQUEUE = C.insert().from_select(
     sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
               sa.literal(callbacks.PENDING), sa.literal(0),
               sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
-    .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id == sa.bindparam("id")))
+    .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id.in_(sa.bindparam("ids", expanding=True))))
 # The named URL with the latest delivery, if any (one indexed read).
 def outcome(row) -> callbacks.Delivery:
     """The Delivery a row of :data:`OUTCOME` describes."""

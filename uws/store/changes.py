@@ -3,17 +3,30 @@
 The store calls :meth:`Store._record` with one :class:`Change` after the statement
 that made it, in the same transaction: the counters are adjusted there, and each
 registered hook (an event log, a callback outbox, a batch's totals) may write its
-own rows, so that they commit or roll back with the change itself.
+own rows, so that they commit or roll back with the change itself.  A hook written
+as a :class:`ManyHook` takes a batch's many changes at once, in a few statements.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import sqlalchemy as sa
 
 from . import counts
+
+T = TypeVar("T")
+#: Rows or ids per statement when many changes are written together (far below any
+#: bind-parameter limit).
+CHUNK = 500
+
+
+def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most :data:`CHUNK`."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +55,16 @@ class Change:
 ChangeHook = Callable[[sa.Connection, Change], None]
 
 
+@dataclasses.dataclass(frozen=True)
+class ManyHook:
+    """A change hook written for many changes at once (so a batch's cost a few
+    statements, not a few per job); called with one change it is a ChangeHook."""
+    many: Callable[[sa.Connection, Sequence[Change]], None]
+
+    def __call__(self, conn: sa.Connection, change: Change) -> None:
+        self.many(conn, [change])
+
+
 class ChangeRecorder:
     """Mixed into Store: counters, then hooks, for every change."""
 
@@ -54,13 +77,17 @@ class ChangeRecorder:
 
     def _record_many(self, conn: sa.Connection, changes: Iterable[Change]) -> None:
         """:meth:`_record` for many changes (a batch's): the counters bumped once by
-        their summed deltas, then every hook for each change, in order."""
+        their summed deltas, then each hook in turn: a :class:`ManyHook` with all the
+        changes at once, another with each change, in order."""
         changes = list(changes)
         total: Counter[counts.Key] = Counter()
         for change in changes:
             for key, delta in change.deltas():
                 total[key] += delta
         counts.bump(conn, total.items())
-        for change in changes:
-            for hook in self.change_hooks:
-                hook(conn, change)
+        for hook in self.change_hooks:
+            if isinstance(hook, ManyHook):
+                hook.many(conn, changes)
+            else:
+                for change in changes:
+                    hook(conn, change)

@@ -19,12 +19,13 @@ import datetime as dt
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
 from .. import timeutil
 from ..events import EventPage, JobEvent
-from .changes import Change
+from .changes import Change, ManyHook, chunks
 from .notify import announce
 from .tables import event as E
 
@@ -46,16 +47,22 @@ _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
             E.c.old_phase, E.c.new_phase, E.c.progress)
 
 
-def record(conn: sa.Connection, change: Change) -> None:
-    """The change hook: log ``change``.  On PostgreSQL also NOTIFY, so that readers in
-    every process wake at the commit."""
+def _record(conn: sa.Connection, changes: Sequence[Change]) -> None:
+    """Log ``changes``, many rows per INSERT.  On PostgreSQL also NOTIFY (once), so
+    that readers in every process wake at the commit."""
     postgres = conn.dialect.name == "postgresql"
-    conn.execute(E.insert().values(
-        xid=_XID if postgres else 0, time=timeutil.now(), service=change.service,
-        owner=change.owner, job_id=change.job_id, batch_id=change.batch_id,
-        old_phase=change.old, new_phase=change.new))
-    if postgres:
+    now = timeutil.now()
+    for part in chunks(changes):
+        conn.execute(E.insert().values([
+            {"xid": _XID if postgres else 0, "time": now, "service": change.service,
+             "owner": change.owner, "job_id": change.job_id, "batch_id": change.batch_id,
+             "old_phase": change.old, "new_phase": change.new} for change in part]))
+    if postgres and changes:
         announce(conn, EVENTS_KEY)
+
+
+#: The change hook (see uws.store.changes).
+record = ManyHook(_record)
 
 
 def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,

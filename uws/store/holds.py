@@ -231,6 +231,16 @@ class HoldQueries(StorePart):
             self._release_one(conn, change.service, change.owner)
 
 
+def hold_applies(conn: sa.Connection, service: str, owner: str) -> bool:
+    """Whether an administrative hold applies to ``owner``'s jobs of ``service``, read
+    as :meth:`HoldQueries.run_job` reads it (FOR SHARE on PostgreSQL: take it before
+    the jobs' locks; on SQLite after the write lock)."""
+    stmt = _APPLYING
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update(read=True)
+    return conn.execute(stmt, {"_service": service, "_owner": owner}).first() is not None
+
+
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:
     """What PHASE=RUN does to a job in ``phase``: an event of uws.phases, or None."""
     if phase is Phase.PENDING:

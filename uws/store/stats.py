@@ -4,14 +4,17 @@ sampled job counts behind the history chart (see :mod:`uws.stats` for what they 
 :func:`record_durations` runs inside each changing transaction (Store registers
 it in ``change_hooks``), after the counters: a job that starts adds one to its
 wait-time bin, one that ends after running adds one to its run-time bin.  It reads
-the job's times by primary key and upserts a row per bucket width (in one
-statement), so a start or an end costs two indexed statements; every transaction
+the jobs' times by primary key and upserts a row per bucket width (in one
+statement), so a start or an end costs two indexed statements, and so do a batch's
+many (counts summed per bin); every transaction
 locks the counters before the bins, and its bins in key order, so none can
 deadlock another.
 """
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from .. import stats, timeutil
 from ..phases import Phase
 from . import counts
-from .changes import Change
+from .changes import Change, ManyHook, chunks
 from .tables import duration_bins as D
 from .tables import job as J
 from .tables import job_count as C
@@ -29,8 +32,8 @@ from .tables import phase_samples as S
 _PHASE = {p.value: p for p in Phase}
 _ENDS = frozenset({Phase.COMPLETED.value, Phase.ERROR.value, Phase.ABORTED.value})
 _RUNNING = frozenset({Phase.EXECUTING.value, Phase.SUSPENDED.value})
-_TIMES = sa.select(J.c.creation_time, J.c.start_time, J.c.end_time).where(
-    J.c.id == sa.bindparam("id"))
+_TIMES = sa.select(J.c.id, J.c.creation_time, J.c.start_time, J.c.end_time).where(
+    J.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 
 def _kinds(old: str | None, new: str | None) -> tuple[str, ...]:
@@ -45,30 +48,44 @@ def _kinds(old: str | None, new: str | None) -> tuple[str, ...]:
     return ()
 
 
-def record_durations(conn: sa.Connection, change: Change) -> None:
-    """The change hook: add the durations a start or an end completes."""
-    kinds = _kinds(change.old, change.new)
-    if not kinds:
+def _record_durations(conn: sa.Connection, changes: Sequence[Change]) -> None:
+    """Add the durations the starts and ends among ``changes`` complete: the jobs'
+    times read by id, the bins' counts summed per key and upserted in key order."""
+    due = [(change, kinds) for change in changes if (kinds := _kinds(change.old, change.new))]
+    if not due:
         return
-    row = conn.execute(_TIMES, {"id": change.job_id}).first()
-    if row is None:
-        return
+    times: dict[str, sa.Row] = {}
+    for part in chunks([change.job_id for change, _ in due]):
+        times.update((row.id, row) for row in conn.execute(_TIMES, {"ids": list(part)}))
     now = timeutil.now()
+    bins: Counter[tuple] = Counter()
+    for change, kinds in due:
+        if change.job_id in times:
+            bins.update(_bins(change, kinds, times[change.job_id], now))
+    if bins:
+        conn.execute(_UPSERT[conn.dialect.name],
+                     [dict(zip(_KEY, key, strict=True), n=n) for key, n in sorted(bins.items())])
+
+
+#: The change hook (see uws.store.changes).
+record_durations = ManyHook(_record_durations)
+
+
+def _bins(change: Change, kinds: tuple[str, ...], row, now: dt.datetime) -> list[tuple]:
+    """The bin keys (one per bucket width) of the durations one change completes."""
     # A claim records its change before it sets the start time: the start is now.
     start = row.start_time or (now if change.new == Phase.EXECUTING.value else None)
     if start is None:
-        return      # ended without ever starting (aborted while queued): no durations
+        return []   # ended without ever starting (aborted while queued): no durations
     samples = []
     if stats.WAIT in kinds:
         samples.append((stats.WAIT, start, start - row.creation_time))
     if stats.RUN in kinds:
         end = row.end_time or now
         samples.append((stats.RUN, end, end - start))
-    rows = sorted((change.owner, width, stats.bucket_of(at, width), change.service, kind,
-                   stats.bin_of(took.total_seconds()))
-                  for kind, at, took in samples for width in _WIDTHS)
-    conn.execute(_UPSERT[conn.dialect.name],
-                 [dict(zip(_KEY, key, strict=True), n=1) for key in rows])
+    return [(change.owner, width, stats.bucket_of(at, width), change.service, kind,
+             stats.bin_of(took.total_seconds()))
+            for kind, at, took in samples for width in _WIDTHS]
 
 
 _KEY = ("owner", "width", "bucket", "service", "kind", "bin")
