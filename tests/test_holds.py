@@ -3,6 +3,7 @@ and quota holds of jobs whose owner runs as many jobs as its service allows."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import threading
 import time
@@ -10,16 +11,23 @@ import time
 import lxml.html
 import pytest
 import requests
+import sqlalchemy as sa
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
+from uws import timeutil
 from uws.auth import AuthConfig
 from uws.holds import Holds
 from uws.jobs import Caller, Control
+from uws.model import ErrorSummary, Job, new_job_id
 from uws.phases import Phase
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.resources import schemas_dir
+from uws.store.tables import event as EVENTS
+from uws.store.tables import job as JOBS
+from uws.sweeps import Sweeps
+from uws.timeutil import format_time
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -398,15 +406,165 @@ def test_celery_workers_keep_an_owner_to_its_cap_and_complete_every_job(tmp_path
         cluster.stop()
 
 
-def test_quota_held_jobs_of_an_owner_under_its_cap_are_queued_again(idle):
-    """As after the cap was raised: the next claim releases them first."""
-    _, api = idle
+@pytest.fixture
+def capped_idle(make_app):
+    """The api of an app that runs nothing, alice allowed two running jobs."""
+    return make_app(CAPPED, executor="none").extensions["uws"]
+
+
+def sweeps_of(api) -> Sweeps:
+    return Sweeps(config=api.config, store=api.store, files=api.files, executor=api.executor)
+
+
+def test_quota_held_jobs_of_an_owner_under_its_cap_are_queued_again_by_the_sweep(capped_idle):
+    """As after the cap was raised: as many as it now allows."""
+    api = capped_idle
     ids = [api.create("s", [], {}, Control(run=True), ALICE) for _ in range(3)]
     assert sorted(api.store.hold_for_quota("s", "alice", 0)) == sorted(ids)  # capped at none
-    claimed = api.store.claim_next("w", ["s"], 60, lambda service, owner: 2)
-    assert claimed == ids[0]
-    assert [api.get("s", i, ALICE).phase for i in ids] \
-        == [Phase.EXECUTING, Phase.QUEUED, Phase.HELD]
+    sweeps_of(api).release_held()
+    assert [api.get("s", i, ALICE).phase for i in ids] == [Phase.QUEUED, Phase.QUEUED, Phase.HELD]
+
+
+def test_a_claim_leaves_quota_held_jobs_to_the_sweep(capped_idle):
+    """Claims stay short: no scan for held jobs on every job start."""
+    api = capped_idle
+    ids = [api.create("s", [], {}, Control(run=True), ALICE) for _ in range(2)]
+    api.store.hold_for_quota("s", "alice", 0)
+    assert api.store.claim_next("w", ["s"], 60, lambda service, owner: 2) is None
+    assert {api.get("s", i, ALICE).phase for i in ids} == {Phase.HELD}
+
+
+def test_the_scheduler_queues_again_held_jobs_of_owners_under_their_cap(tmp_path, db_url):
+    cfg = make_config(tmp_path, db_url, services=CAPPED, executor="none", scheduler=True)
+    application = create_app(cfg)
+    try:
+        api = application.extensions["uws"]
+        ids = [api.create("s", [], {}, Control(run=True), ALICE) for _ in range(3)]
+        api.store.hold_for_quota("s", "alice", 0)
+        wait_for(lambda: [api.get("s", i, ALICE).phase for i in ids]
+                 == [Phase.QUEUED, Phase.QUEUED, Phase.HELD])
+    finally:
+        shutdown(application)
+
+
+# -- quota releases: exact, in order, and without deadlocks -------------------------------
+
+def _running_and_held(api, running: int, held: int, endings: str = "2") -> list[str]:
+    """alice's jobs, oldest first: ``running`` EXECUTING, then ``held`` quota-HELD;
+    the ids end in the characters ``endings`` (cycled), which choose the counter rows
+    of each job (the rows the transactions lock)."""
+    base = timeutil.now() - dt.timedelta(minutes=1)
+    ids = []
+    for i in range(running + held):
+        job_id = new_job_id()[:-1] + endings[i % len(endings)]
+        job = Job(id=job_id, service="s", owner="alice", phase=Phase.QUEUED,
+                  creation_time=base + dt.timedelta(seconds=i), execution_duration=0,
+                  destruction=base + dt.timedelta(days=1))
+        api.store.insert_job(job)
+        ids.append(job.id)
+    for job_id in ids[:running]:
+        assert api.store.claim_next("w", ["s"], 60) == job_id
+    assert len(api.store.hold_for_quota("s", "alice", running)) == held
+    return ids
+
+
+def _phases(api, ids) -> list[Phase]:
+    return [api.get("s", i, ALICE).phase for i in ids]
+
+
+def test_a_job_ending_releases_one_quota_held_job(capped_idle):
+    api = capped_idle
+    ids = _running_and_held(api, running=2, held=2)
+    assert api.store.mark_completed(ids[0])
+    assert _phases(api, ids) == [Phase.COMPLETED, Phase.EXECUTING, Phase.QUEUED, Phase.HELD]
+
+
+def test_a_suspended_job_keeps_its_running_slot(capped_idle):
+    """Else its RESUME would take its owner past the cap."""
+    api = capped_idle
+    ids = _running_and_held(api, running=2, held=1)
+    assert api.store.mark_suspended(ids[0])
+    assert _phases(api, ids) == [Phase.SUSPENDED, Phase.EXECUTING, Phase.HELD]
+
+
+def test_a_job_not_yet_due_is_not_held_for_quota(capped_idle):
+    api = capped_idle
+    later = format_time(timeutil.now() + dt.timedelta(hours=1))
+    waiting = api.create("s", [], {}, Control(run=True, start_after=later), ALICE)
+    ids = _running_and_held(api, running=2, held=1)
+    assert api.get("s", waiting, ALICE).phase is Phase.QUEUED
+    assert _phases(api, ids)[2] is Phase.HELD
+
+
+def test_a_freed_slot_goes_to_a_held_job_due_now_before_an_older_one_not_yet_due(capped_idle):
+    api = capped_idle
+    ids = _running_and_held(api, running=2, held=2)
+    with api.store.engine.begin() as conn:      # held before it was given a start time
+        conn.execute(sa.update(JOBS).where(JOBS.c.id == ids[2]).values(
+            start_after=timeutil.now() + dt.timedelta(hours=1)))
+    assert api.store.mark_completed(ids[0])
+    assert _phases(api, ids)[2:] == [Phase.HELD, Phase.QUEUED]
+
+
+def test_ends_and_retries_racing_release_held_jobs_without_deadlock(capped_idle, backend):
+    """A retry holds its counters (EXECUTING and QUEUED of one slot) when an end in
+    another slot frees a slot too: each must release a held job in that first slot,
+    and neither may then wait for the other (PostgreSQL would detect a deadlock)."""
+    api = capped_idle
+    store = api.store
+    first, second, *held = _running_and_held(api, running=2, held=2, endings="1222")
+    paused = threading.Event()
+
+    def pause(conn, change):
+        """In the retry's transaction, its counters locked: let the end run into them."""
+        if change.job_id == second and change.new == Phase.QUEUED.value:
+            paused.set()
+            if backend == "postgresql":
+                me = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+                wait_for(lambda: _blocked_by(store, me))
+    store.change_hooks.insert(0, pause)
+
+    def end():
+        assert paused.wait(10)
+        return store.mark_completed(first)
+    retried, ended = race(
+        lambda: store.retry_later(second, ErrorSummary("transient", "x"), None, lambda n: 0),
+        end)
+    assert (retried, ended) == (True, True)
+    assert _phases(api, held) == [Phase.QUEUED, Phase.QUEUED]
+
+
+def _blocked_by(store, pid: int) -> bool:
+    with store.engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity "
+                                    "WHERE :pid = ANY(pg_blocking_pids(pid))"),
+                            {"pid": pid}).scalar_one() > 0
+
+
+def test_the_events_of_a_batch_job_held_released_and_retried_carry_its_batch(make_app):
+    application = make_app(CAPPED, executor="none")
+    client, api = application.test_client(), application.extensions["uws"]
+    made = client.post("/s/batches", data=json.dumps([{}, {}]),
+                       content_type="application/json", headers=basic("alice"))
+    batch = made.headers["Location"].rsplit("/", 1)[1]
+    with api.store.engine.connect() as conn:
+        ids = list(conn.execute(sa.select(JOBS.c.id).where(JOBS.c.batch_id == batch)
+                                .order_by(JOBS.c.id)).scalars())
+    post_holds(client, ACTION="HOLD", OWNER="alice")
+    for job_id in ids:
+        api.run("s", job_id, ALICE)                                 # RUN into HELD
+    post_holds(client, ACTION="RELEASE", OWNER="alice")            # HELD -> QUEUED
+    running = api.store.claim_next("w", ["s"], 60)
+    api.store.hold_for_quota("s", "alice", 1)                       # the other: quota-HELD
+    api.store.retry_later(running, ErrorSummary("transient", "x"), None, lambda n: 0)
+    with api.store.engine.connect() as conn:                        # the slot released
+        logged = conn.execute(sa.select(EVENTS.c.old_phase, EVENTS.c.new_phase,
+                                        EVENTS.c.batch_id)
+                              .where(EVENTS.c.job_id.in_(ids))).all()
+    moves = {(old, new) for old, new, _ in logged}
+    assert {("PENDING", "HELD"), ("HELD", "QUEUED"), ("QUEUED", "HELD"),
+            ("EXECUTING", "QUEUED")} <= moves
+    assert {batch_id for _, _, batch_id in logged} == {batch}
 
 
 def test_a_page_answering_bad_credentials_still_renders(idle):

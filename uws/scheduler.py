@@ -21,6 +21,8 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
                       id="leases")
     scheduler.add_job(sweeps.recover_dead_local_workers, "interval",
                       seconds=timing.LOST_LEASE_SWEEP, id="local-workers")
+    scheduler.add_job(sweeps.release_held, "interval", seconds=timing.HELD_RELEASE_SWEEP,
+                      id="held")
     scheduler.add_job(sweeps.prune_events, "interval", seconds=timing.EVENT_PRUNE_SWEEP,
                       id="events")
     scheduler.add_job(sweeps.sample_statistics, "interval", seconds=timing.STATS_SWEEP,

@@ -1,5 +1,6 @@
 """System-side use cases run on a schedule: execution-duration deadlines,
-destruction, jobs whose worker was lost, and the statistics' samples.
+destruction, jobs whose worker was lost, quota-held jobs with a slot free, and
+the statistics' samples.
 
 Each sweep is idempotent and decided by conditional updates, so any number of
 processes may run them against one database at once.
@@ -87,6 +88,17 @@ class Sweeps:
         if self.store.mark_aborted(job_id, reason=ErrorSummary(
                 "transient", "the job reached its destruction time")):
             self.executor.abort(job_id)
+
+    def release_held(self) -> None:
+        """Queue again the quota-held jobs of owners under their running cap: the cap
+        was raised, or a running job's end freed a slot its process did not release
+        (it died first; see uws.store.holds)."""
+        for job_id in self.store.release_stragglers(list(self.config.services),
+                                                    self._running_cap):
+            self.executor.submit(job_id)
+
+    def _running_cap(self, service: str, owner: str) -> int:
+        return self.config.services[service].quota(owner).running
 
     def prune_events(self) -> int:
         """Forget events older than ``event_retention``, in bounded chunks (each its own

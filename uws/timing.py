@@ -14,6 +14,9 @@ DESTRUCTION_SWEEP = 0.5
 EVENT_PRUNE_SWEEP = 60.0
 #: how often expired leases (jobs whose worker died) are looked for
 LOST_LEASE_SWEEP = 5.0
+#: how often quota-held jobs of owners under their running cap are looked for (a
+#: raised cap, a slot whose release was lost with its process): they wait this long
+HELD_RELEASE_SWEEP = 2.0
 #: how often the statistics sample the job counts (a sample per 5-minute bucket)
 STATS_SWEEP = 60.0
 

@@ -1,65 +1,79 @@
 """Holds: administrative holds of a service or of one owner in it, and quota holds
 of queued jobs whose owner runs as many jobs as its service allows.  Mixed into
-Store, which provides ``engine``, ``_record``, ``_announce``, ``_changed`` and
-``_serialise_owner``.
+Store, which provides ``engine``, ``_record``, ``_record_many``, ``_announce``,
+``_changed`` and ``_serialise_owner``.
 
 On PostgreSQL locks are taken in one order, holds before jobs: PHASE=RUN reads
 the holds that apply ``FOR SHARE`` before it locks the job, and a release deletes
 its hold before it requeues the jobs, so the two never interleave.  On SQLite each
 starts with a write, taking the database's one write lock first.  A quota hold
-locks the owner's running jobs before holding its queued ones, and a running
-job's end releases a held one in its own transaction (a change hook), so a slot
-that frees is never missed.
+locks the owner's running jobs before holding its queued ones.  A running job's
+end frees a slot: a change hook notes it, and once the end has committed the
+owner's first quota-held job is queued again in a transaction of its own (its
+counters locked in their own order, never after the end's); the hold, being
+taken under the running jobs' locks, either sees the end or is seen by that
+release, so a slot that frees is never missed.  A process that dies in between
+leaves the job to :meth:`HoldQueries.release_stragglers`, run by a sweep.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from .. import timeutil
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
-from ..phases import Event, Phase, sources, target
+from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
 from .part import StorePart
+from .running import due
 from .tables import hold as H
 from .tables import job as J
 
+log = logging.getLogger(__name__)
 _HELD, _QUEUED, _EXECUTING = Phase.HELD.value, Phase.QUEUED.value, Phase.EXECUTING.value
+# A running job leaving EXECUTING for these frees its slot (None: it was deleted);
+# a SUSPENDED one keeps it, to RESUME in.
+_SLOT_FREED = frozenset({*(p.value for p in TERMINAL), _QUEUED, None})
 
 _APPLYING = sa.select(H.c.owner, H.c.reason).where(
     H.c.service == sa.bindparam("_service"),
     H.c.owner.in_([sa.bindparam("_owner"), EVERYONE]))
 _THE_JOB = J.c.id == sa.bindparam("_id")
 # Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock).
-_LOCK_JOB = {True: sa.select(J.c.owner, J.c.phase, J.c.held_for).where(_THE_JOB)
+_LOCK_JOB = {True: sa.select(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id).where(_THE_JOB)
              .with_for_update(),
              False: J.update().where(_THE_JOB).values(phase=J.c.phase)
-             .returning(J.c.owner, J.c.phase, J.c.held_for)}
+             .returning(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id)}
 _OF_OWNER = (J.c.service == sa.bindparam("_service"), J.c.owner == sa.bindparam("_owner"))
 _LOCK_RUNNING = {True: sa.select(J.c.id).where(*_OF_OWNER, J.c.phase == _EXECUTING)
                  .with_for_update(),
                  False: J.update().where(*_OF_OWNER, J.c.phase == _EXECUTING)
                  .values(phase=J.c.phase).returning(J.c.id)}
-_HOLD_QUEUED = (J.update().where(*_OF_OWNER, J.c.phase == _QUEUED)
+# Only jobs due now wait for a slot: one whose start time is to come stays QUEUED.
+_HOLD_QUEUED = (J.update().where(*_OF_OWNER, J.c.phase == _QUEUED, due(J))
                 .values(phase=target(Event.HOLD).value, held_for=QUOTA)
-                .returning(J.c.id))
+                .returning(J.c.id, J.c.batch_id))
 _candidate = J.alias("candidate")
-# The owner's first quota-held job in claim order (priority, then age).
-_RELEASE_ONE = (J.update()
-                .where(J.c.id == (sa.select(_candidate.c.id)
-                                  .where(_candidate.c.service == sa.bindparam("_service"),
-                                         _candidate.c.owner == sa.bindparam("_owner"),
-                                         _candidate.c.phase == _HELD,
-                                         _candidate.c.held_for == QUOTA)
-                                  .order_by(_candidate.c.priority.desc(),
-                                            _candidate.c.creation_time, _candidate.c.id)
-                                  .limit(1).with_for_update(skip_locked=True)
-                                  .scalar_subquery()),
-                       J.c.phase == _HELD)
-                .values(phase=target(Event.RELEASE).value, held_for=None)
-                .returning(J.c.id))
+# The owner's first ``_n`` quota-held jobs, locked: those due now first, then in
+# claim order (priority, then age).  A CTE, read once: as a subquery of IN,
+# PostgreSQL may run it again for each row, each time skipping the rows already
+# moved, and so move them all.
+_FIRST_HELD = (sa.select(_candidate.c.id)
+               .where(_candidate.c.service == sa.bindparam("_service"),
+                      _candidate.c.owner == sa.bindparam("_owner"),
+                      _candidate.c.phase == _HELD, _candidate.c.held_for == QUOTA)
+               .order_by(sa.case((due(_candidate), 0), else_=1), _candidate.c.priority.desc(),
+                         _candidate.c.creation_time, _candidate.c.id)
+               .limit(sa.bindparam("_n")).with_for_update(skip_locked=True)
+               .cte("first_held"))
+_RELEASE_SOME = (J.update()
+                 .where(J.c.id.in_(sa.select(_FIRST_HELD.c.id)), J.c.phase == _HELD)
+                 .values(phase=target(Event.RELEASE).value, held_for=None)
+                 .returning(J.c.id, J.c.batch_id))
 
 _SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
 _QUOTA_HELD = (sa.select(J.c.service, J.c.owner, sa.func.count())
@@ -71,6 +85,9 @@ _RUNNING = (sa.select(J.c.service, J.c.owner, sa.func.count())
 
 
 class HoldQueries(StorePart):
+    #: (service, owner) of jobs whose change freed a running slot, by job id, until
+    #: that change has committed (see note_freed_slot)
+    _freed_slots: dict[str, tuple[str, str]]
 
     # -- administrative holds ------------------------------------------------------------
 
@@ -120,11 +137,12 @@ class HoldQueries(StorePart):
         if remaining:
             stmt = stmt.where(J.c.owner.not_in(remaining))
         rows = conn.execute(stmt.values(phase=target(Event.RELEASE).value, held_for=None)
-                            .returning(J.c.id, J.c.owner)).all()
-        for job_id, job_owner in rows:
-            self._record(conn, Change(job_id, service, job_owner, _HELD, _QUEUED))
+                            .returning(J.c.id, J.c.owner, J.c.batch_id)).all()
+        self._record_many(conn, [Change(job_id, service, job_owner, _HELD, _QUEUED, batch_id)
+                                 for job_id, job_owner, batch_id in rows])
+        for job_id, _, _ in rows:
             self._announce(conn, job_id)
-        return [job_id for job_id, _ in rows]
+        return [job_id for job_id, _, _ in rows]
 
     def run_job(self, job_id: str, service: str, owner: str) -> Phase | None:
         """PHASE=RUN of ``owner``'s job, decided in the transaction that reads the holds:
@@ -152,7 +170,8 @@ class HoldQueries(StorePart):
             moved = J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
             conn.execute(moved.values(phase=new.value,
                                       held_for=STOPPED if new is Phase.HELD else None), key)
-            self._record(conn, Change(job_id, service, owner, row.phase, new.value))
+            self._record(conn, Change(job_id, service, owner, row.phase, new.value,
+                                      row.batch_id))
             self._announce(conn, job_id)
         self._changed(job_id)
         return new
@@ -171,8 +190,9 @@ class HoldQueries(StorePart):
     # -- quota holds ------------------------------------------------------------------------
 
     def hold_for_quota(self, service: str, owner: str, cap: int) -> list[str]:
-        """Hold the owner's QUEUED jobs if it runs ``cap`` jobs or more (counted under
-        the running jobs' locks, so an end committing meanwhile is seen); their ids."""
+        """Hold the owner's QUEUED jobs due now if it runs ``cap`` jobs or more
+        (counted under the running jobs' locks, so an end committing meanwhile is
+        seen); their ids."""
         params = {"_service": service, "_owner": owner}
         with self.engine.begin() as conn:
             self._serialise_owner(conn, service, owner)     # as the owner's claims
@@ -180,24 +200,26 @@ class HoldQueries(StorePart):
                                    params).all()
             if len(running) < cap:
                 return []
-            held = list(conn.execute(_HOLD_QUEUED, params).scalars())
-            for job_id in held:
-                self._record(conn, Change(job_id, service, owner, _QUEUED, _HELD))
+            held = conn.execute(_HOLD_QUEUED, {**params, "now": timeutil.now()}).all()
+            self._record_many(conn, [Change(job_id, service, owner, _QUEUED, _HELD, batch_id)
+                                     for job_id, batch_id in held])
+            for job_id, _ in held:
                 self._announce(conn, job_id)
-        for job_id in held:
+        for job_id, _ in held:
             self._changed(job_id)
-        return held
+        return [job_id for job_id, _ in held]
 
     def release_stragglers(self, services: list[str],
-                           running_cap: Callable[[str, str], int] | None) -> int:
+                           running_cap: Callable[[str, str], int] | None) -> list[str]:
         """Queue again the quota-held jobs of owners now under their cap (the cap was
-        raised or removed, or their running jobs went without a trace); how many."""
+        raised or removed, their running jobs went without a trace, or the process
+        that ended one died before releasing); their ids."""
         with self.engine.connect() as conn:
             held = conn.execute(_QUOTA_HELD, {"services": services}).all()
             if not held:
-                return 0
+                return []
             running = {(s, o): n for s, o, n in conn.execute(_RUNNING, {"services": services})}
-        released = 0
+        released = []
         for service, owner, waiting in held:
             cap = running_cap(service, owner) if running_cap else 0
             free = waiting if not cap else min(waiting, cap - running.get((service, owner), 0))
@@ -205,30 +227,41 @@ class HoldQueries(StorePart):
                 released += self._release_some(service, owner, free)
         return released
 
-    def _release_some(self, service: str, owner: str, count: int) -> int:
-        ids = []
+    def _release_some(self, service: str, owner: str, count: int) -> list[str]:
+        """Queue again the owner's first ``count`` quota-held jobs, in one statement
+        (their counters then bumped once, in key order); their ids."""
         with self.engine.begin() as conn:
-            for _ in range(count):
-                job_id = self._release_one(conn, service, owner)
-                if job_id is None:
-                    break
-                ids.append(job_id)
-        for job_id in ids:
+            rows = conn.execute(_RELEASE_SOME, {"_service": service, "_owner": owner,
+                                                "_n": count, "now": timeutil.now()}).all()
+            self._record_many(conn, [Change(job_id, service, owner, _HELD, _QUEUED, batch_id)
+                                     for job_id, batch_id in rows])
+            for job_id, _ in rows:
+                self._announce(conn, job_id)
+        for job_id, _ in rows:
             self._changed(job_id)
-        return len(ids)
+        return [job_id for job_id, _ in rows]
 
-    def _release_one(self, conn: sa.Connection, service: str, owner: str) -> str | None:
-        job_id = conn.execute(_RELEASE_ONE, {"_service": service, "_owner": owner}).scalar()
-        if job_id is not None:
-            self._record(conn, Change(job_id, service, owner, _HELD, _QUEUED))
-            self._announce(conn, job_id)
-        return job_id
+    def note_freed_slot(self, conn: sa.Connection, change: Change) -> None:
+        """Change hook: a running job that ends, is queued again or is deleted frees
+        a slot for its owner, released by :meth:`release_freed_slot` after the commit.
+        Every change of the job sets or clears its note, so a change rolled back
+        leaves none behind that a later one would act on."""
+        if change.old == _EXECUTING and change.new in _SLOT_FREED:
+            self._freed_slots[change.job_id] = (change.service, change.owner)
+        else:
+            self._freed_slots.pop(change.job_id, None)
 
-    def release_quota_slot(self, conn: sa.Connection, change: Change) -> None:
-        """Change hook: a running job that stops frees a slot for its owner's first
-        quota-held job, queued again in the same transaction."""
-        if change.old == _EXECUTING and change.new != _EXECUTING:
-            self._release_one(conn, change.service, change.owner)
+    def release_freed_slot(self, job_id: str) -> None:
+        """After the commit of a change of ``job_id`` (see :meth:`note_freed_slot`):
+        queue again the first quota-held job of its owner, if the change freed a slot.
+        Should this fail, the release sweep makes up for it."""
+        freed = self._freed_slots.pop(job_id, None)
+        if freed is None:
+            return
+        try:
+            self._release_some(*freed, 1)
+        except sa.exc.SQLAlchemyError:
+            log.exception("job %s: cannot release a quota-held job in its slot", job_id)
 
 
 def hold_applies(conn: sa.Connection, service: str, owner: str) -> bool:

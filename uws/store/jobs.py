@@ -52,7 +52,8 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self.change_hooks: list[ChangeHook] = [record, record_durations, callbacks.enqueue,
                                                batchcallbacks.batch_ended]
         self.progress_events = ProgressThrottle()
-        self.change_hooks.append(self.release_quota_slot)  # a running slot freed
+        self._freed_slots = {}
+        self.change_hooks.append(self.note_freed_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
@@ -89,7 +90,9 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
             announce(conn, job_id)
 
     def _changed(self, job_id: str) -> None:
-        """After the commit: this process's own listeners."""
+        """After the commit: a running slot it freed is given to a held job, then
+        this process's own listeners hear of it."""
+        self.release_freed_slot(job_id)
         for listener in self.listeners:
             listener(job_id)
 

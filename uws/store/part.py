@@ -1,6 +1,8 @@
 """What the Store provides to the query mixins it is made of (uws.store.jobs.Store)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import sqlalchemy as sa
 
 from .changes import Change
@@ -14,7 +16,7 @@ class StorePart:
         raise NotImplementedError
 
     def _changed(self, job_id: str) -> None:
-        """After the commit: tell this process's listeners."""
+        """After the commit: release a running slot it freed, tell this process's listeners."""
         raise NotImplementedError
 
     def _serialise_owner(self, conn: sa.Connection, service: str, owner: str) -> None:
@@ -23,4 +25,8 @@ class StorePart:
 
     def _record(self, conn: sa.Connection, change: Change) -> None:
         """Counters and change hooks, inside the changing transaction."""
+        raise NotImplementedError
+
+    def _record_many(self, conn: sa.Connection, changes: Iterable[Change]) -> None:
+        """:meth:`_record` for many changes, their counters bumped once, in key order."""
         raise NotImplementedError

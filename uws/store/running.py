@@ -26,7 +26,7 @@ class _OverCap(Exception):
 _SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
 
 
-def _due(table) -> sa.ColumnElement[bool]:
+def due(table) -> sa.ColumnElement[bool]:
     """A queued job that may start now (no STARTAFTER or backoff in the future)."""
     return sa.or_(table.c.start_after.is_(None), table.c.start_after <= sa.bindparam("now"))
 
@@ -34,7 +34,7 @@ def _due(table) -> sa.ColumnElement[bool]:
 # Each owner with queued jobs due: its best priority and its oldest job.
 _QUEUED_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.max(J.c.priority),
                             sa.func.min(J.c.creation_time))
-                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES), _due(J))
+                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES), due(J))
                   .group_by(J.c.service, J.c.owner))
 _RUNNING_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.count())
                    .where(J.c.phase == Phase.EXECUTING.value, J.c.service.in_(_SERVICES))
@@ -48,7 +48,7 @@ _CLAIM = (J.update()
                             .where(_candidate.c.phase == Phase.QUEUED.value,
                                    _candidate.c.service == sa.bindparam("of_service"),
                                    _candidate.c.owner == sa.bindparam("of_owner"),
-                                   _due(_candidate))
+                                   due(_candidate))
                             .order_by(_candidate.c.priority.desc(),
                                       _candidate.c.creation_time, _candidate.c.id)
                             .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
@@ -60,7 +60,6 @@ _CLAIM = (J.update()
 
 class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
-    release_stragglers: Callable[[list[str], Callable[[str, str], int] | None], int]
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
@@ -95,7 +94,6 @@ class RunningQueries(StorePart):
         (see uws.store.holds).
         """
         services = list(services)
-        self.release_stragglers(services, running_cap)
         with self.engine.connect() as conn:
             heads = conn.execute(_QUEUED_OWNERS, {"services": services,
                                                   "now": timeutil.now()}).all()
@@ -200,7 +198,7 @@ class RunningQueries(StorePart):
                 lease_expires=None, deadline=None))
             conn.execute(R.delete().where(R.c.job_id == job_id))
             self._record(conn, Change(job_id, row.service, row.owner, row.phase,
-                                      Phase.QUEUED.value))
+                                      Phase.QUEUED.value, row.batch_id))
             self._announce(conn, job_id)
         self._changed(job_id)
         return True
@@ -238,7 +236,7 @@ class RunningQueries(StorePart):
         """How many QUEUED jobs of the service, due now, run before this one."""
         me = sa.select(J.c.priority, J.c.creation_time).where(J.c.id == job_id).subquery()
         stmt = sa.select(sa.func.count()).select_from(J.join(me, sa.true())).where(
-            J.c.service == service, J.c.phase == Phase.QUEUED.value, _due(J),
+            J.c.service == service, J.c.phase == Phase.QUEUED.value, due(J),
             sa.or_(J.c.priority > me.c.priority,
                    sa.and_(J.c.priority == me.c.priority,
                            J.c.creation_time < me.c.creation_time)))
