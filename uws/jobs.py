@@ -426,11 +426,17 @@ class Jobs:
         if job.phase not in phases.ACTIVE or (phase is not None and job.phase is not phase):
             return job
         limit = self.config.wait_max
-        timeout = limit if seconds < 0 else min(seconds, limit)
-        if timeout <= 0:
-            return job
-        self.watch.wait(job_id, job.phase, timeout, since)
-        return self.get(service, job_id, caller)
+        deadline = time.monotonic() + (limit if seconds < 0 else min(seconds, limit))
+        waited = job.phase
+        while job.phase is waited and (left := deadline - time.monotonic()) > 0:
+            # A notice need not be a phase change (PostgreSQL also delivers this
+            # process's own notices, later): read again, and wait on if unchanged.
+            woken = self.watch.wait(job_id, waited, left, since)
+            since = self.watch.mark()
+            job = self.get(service, job_id, caller)
+            if not woken:       # timed out, or too many waiting: answer now
+                break
+        return job
 
 
 class TypicalRunTimes:
