@@ -184,6 +184,17 @@ def test_wait_on_pending_job_blocks_for_n_seconds(client, query):
     assert 0.9 <= elapsed < 3.0, f"{query} on an unchanging PENDING job took {elapsed:.2f} s"
 
 
+def test_a_notice_without_a_phase_change_does_not_end_the_wait(client, api):
+    """PostgreSQL delivers a process's own change notices too, after its local ones:
+    a notice about the job whose phase did not change must not answer the WAIT."""
+    path = create(client, DURATION="5")
+    job_id = path.rsplit("/", 1)[1]
+    threading.Timer(0.3, api.watch.notify, args=(job_id,)).start()
+    r, elapsed = timed_get(client, f"{path}?WAIT=2")
+    assert phase_of(r.data) == "PENDING"
+    assert 1.9 <= elapsed < 4.0, f"the WAIT ended after {elapsed:.2f} s"
+
+
 def test_wait_on_executing_job_blocks_while_it_executes(client):
     path = create(client, DURATION="30")
     assert client.post(f"{path}/phase", data={"PHASE": "RUN"}).status_code == 303
