@@ -140,7 +140,8 @@ class Jobs:
         callback_url = None if control.callback is None else \
             _checked_callback(service, control.callback)
         quota = service.quota(caller.owner)
-        self._check_quota(service, caller.owner, quota)
+        if any(v.upload is not None for v in values):
+            self._check_quota(service, caller.owner, quota)     # before writing them
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
@@ -182,7 +183,8 @@ class Jobs:
         callback_url = None if source.callback_url is None else \
             _checked_callback(service, source.callback_url)
         quota = service.quota(caller.owner)
-        self._check_quota(service, caller.owner, quota)
+        if any(p.is_upload for p in source.parameters):
+            self._check_quota(service, caller.owner, quota)     # before copying them
         now = timeutil.now()
         job = Job(
             id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
@@ -219,7 +221,7 @@ class Jobs:
 
     def _check_quota(self, service: Service, owner: str, quota, adding: int = 0,
                      new_jobs: int = 1) -> None:
-        """403 early, before uploads are staged or URLs fetched, when the owner's
+        """403 early, before uploads are staged or copied, when the owner's
         ``new_jobs`` (a batch's, or one) would pass a limit; :meth:`Store.insert_job`
         (and the batch store) enforce them exactly."""
         if quota.jobs and (self.store.count_jobs(service.name, owner, ListQuery())

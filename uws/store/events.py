@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from .. import timeutil
 from ..events import EventPage, JobEvent
-from .changes import Change, ManyHook, chunks
+from .changes import Change, ManyHook
 from .notify import announce
 from .tables import event as E
 
@@ -47,17 +47,22 @@ _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
             E.c.old_phase, E.c.new_phase, E.c.progress)
 
 
+#: One compiled INSERT per backend, the rows as parameters (a list of VALUES would be
+#: compiled anew on every call); on PostgreSQL each row takes its transaction's id.
+_INSERT = {"postgresql": E.insert().values(xid=_XID), "sqlite": E.insert().values(xid=0)}
+
+
 def _record(conn: sa.Connection, changes: Sequence[Change]) -> None:
-    """Log ``changes``, many rows per INSERT.  On PostgreSQL also NOTIFY (once), so
-    that readers in every process wake at the commit."""
-    postgres = conn.dialect.name == "postgresql"
+    """Log ``changes`` in one statement.  On PostgreSQL also NOTIFY (once), so that
+    readers in every process wake at the commit."""
+    if not changes:
+        return
     now = timeutil.now()
-    for part in chunks(changes):
-        conn.execute(E.insert().values([
-            {"xid": _XID if postgres else 0, "time": now, "service": change.service,
-             "owner": change.owner, "job_id": change.job_id, "batch_id": change.batch_id,
-             "old_phase": change.old, "new_phase": change.new} for change in part]))
-    if postgres and changes:
+    conn.execute(_INSERT[conn.dialect.name], [
+        {"time": now, "service": change.service, "owner": change.owner,
+         "job_id": change.job_id, "batch_id": change.batch_id, "old_phase": change.old,
+         "new_phase": change.new} for change in changes])
+    if conn.dialect.name == "postgresql":
         announce(conn, EVENTS_KEY)
 
 
@@ -68,11 +73,10 @@ record = ManyHook(_record)
 def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,
                     percent: float | None) -> None:
     """Log a progress report of an EXECUTING job (old and new phase both EXECUTING)."""
-    postgres = conn.dialect.name == "postgresql"
-    conn.execute(E.insert().values(
-        xid=_XID if postgres else 0, time=timeutil.now(), service=service, owner=owner,
-        job_id=job_id, old_phase="EXECUTING", new_phase="EXECUTING", progress=percent))
-    if postgres:
+    conn.execute(_INSERT[conn.dialect.name], {
+        "time": timeutil.now(), "service": service, "owner": owner, "job_id": job_id,
+        "old_phase": "EXECUTING", "new_phase": "EXECUTING", "progress": percent})
+    if conn.dialect.name == "postgresql":
         announce(conn, EVENTS_KEY)
 
 
