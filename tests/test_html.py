@@ -113,6 +113,14 @@ def test_pages_carry_no_inline_script_or_style(client):
         assert doc.xpath("//script/@src") == ["/_static/uws.js"]
 
 
+def test_pages_name_an_inline_icon_so_browsers_ask_for_no_favicon(client):
+    # Without one, every browser visit costs a /favicon.ico request answered 404.
+    path = create(client)
+    for url in ("/", "/sleep", path):
+        doc = page(client.get(url, headers=HTML))
+        assert doc.xpath("//head/link[@rel='icon']/@href") == ["data:,"]
+
+
 def test_times_are_utc_time_elements(client):
     path = create(client)
     doc = page(client.get(path, headers=HTML))
