@@ -41,7 +41,7 @@ def _enqueue(conn: sa.Connection, changes: Sequence[Change]) -> None:
     ended = [c.job_id for c in changes
              if c.old is not None and c.new in _ENDED and c.old != c.new]
     for part in chunks(gone):
-        conn.execute(C.delete().where(C.c.subject_kind == JOB, C.c.subject_id.in_(part)))
+        conn.execute(_FORGET, {"ids": list(part)})
     now = timeutil.now()
     for part in chunks(ended):
         conn.execute(_ENQUEUE, {"ids": list(part), "now": now})
@@ -49,6 +49,8 @@ def _enqueue(conn: sa.Connection, changes: Sequence[Change]) -> None:
 
 #: The change hook (see uws.store.changes).
 enqueue = ManyHook(_enqueue)
+_FORGET = C.delete().where(C.c.subject_kind == JOB,
+                           C.c.subject_id.in_(sa.bindparam("ids", expanding=True)))
 
 
 def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,

@@ -344,16 +344,13 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
     def delete_job(self, job_id: str, service: str | None = None,
                    owner: str | None = None) -> bool:
         """Forget a job (scoped to its service and owner when given); True if it existed."""
-        stmt = _DELETE.returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)
-        if service is not None:
-            stmt = stmt.where(J.c.service == service)
-        if owner is not None:
-            stmt = stmt.where(J.c.owner == owner)
+        stmt = _DELETES[service is not None, owner is not None]
         with self.engine.begin() as conn:
             kept = usage.lock(conn, job_id)     # before its row goes with the job's
             # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
-            row = conn.execute(stmt, {"id": job_id}).first()
+            row = conn.execute(stmt, {"id": job_id, "service": service,
+                                      "owner": owner}).first()
             gone = row is not None
             if row is not None:
                 self._record(conn, Change(job_id, row.service, row.owner, row.phase, None,
@@ -407,6 +404,13 @@ _PHASE_ANY = sa.select(J.c.phase).where(*_ID)
 _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
 _INSERT_JOB = J.insert()
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
+#: The deletion, scoped (or not) to a service and to an owner, built once.
+_DELETES = {
+    (by_service, by_owner): _DELETE.where(
+        *([J.c.service == sa.bindparam("service")] if by_service else []),
+        *([J.c.owner == sa.bindparam("owner")] if by_owner else []),
+    ).returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)
+    for by_service in (False, True) for by_owner in (False, True)}
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
 _GET_ATTEMPTS = (sa.select(A.c.error_type, A.c.error_message)
                  .where(A.c.job_id == sa.bindparam("id")).order_by(A.c.attempt))
