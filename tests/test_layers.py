@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services", "uws.holds",
+DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services", "uws.parameters",
+                        "uws.holds",
                         "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
                         "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches"]
 

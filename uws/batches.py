@@ -2,7 +2,7 @@
 together.  No HTTP and no SQL in here.
 
 Each job of a batch is an ordinary job: its parameters are validated exactly as a
-single creation's (:func:`uws.services.collect`), it counts against the same quotas,
+single creation's (:func:`uws.parameters.collect`), it counts against the same quotas,
 and it is deleted by the same use case (:meth:`uws.jobs.Jobs.delete`).
 """
 from __future__ import annotations
@@ -25,8 +25,9 @@ from .jobs import (
     _over_quota,
 )
 from .model import Job, Parameter, new_job_id
+from .parameters import ParameterError, collect
 from .phases import Phase
-from .services import ParameterError, Quota, Service, collect
+from .services import Quota, Service
 
 #: One job's parameters: (name, value) pairs, as a single creation's form gives them.
 Row = Sequence[tuple[str, str]]

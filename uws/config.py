@@ -2,7 +2,7 @@
 
 The file's shape is declared once, by the dataclasses it is read into
 (:class:`Config` for ``[server]`` and ``[executor]``, :class:`~uws.auth.AuthConfig`,
-:class:`~uws.services.Service`, :class:`~uws.services.ParamSpec`,
+:class:`~uws.services.Service`, :class:`~uws.parameters.ParamSpec`,
 :class:`~uws.services.Output`), and read strictly (:mod:`uws.shapes`): an
 unknown table or key, a value of the wrong type or out of range, or a service
 that could not run a job stops the server at start with a :class:`ConfigError`
@@ -21,7 +21,8 @@ from pathlib import Path
 
 from . import hosts, shapes
 from .auth import AuthConfig
-from .services import FALSE_WORDS, TRUE_WORDS, ParamSpec, Service
+from .parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
+from .services import Service
 
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")

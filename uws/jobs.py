@@ -10,9 +10,10 @@ from . import callbacks, estimates, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .holds import held_text
 from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
+from .parameters import ParameterError, collect
 from .phases import Phase
 from .ports import Executor, Files, JobStore, Settings, Watch
-from .services import ParameterError, Service, collect
+from .services import Service
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,7 +106,7 @@ class ChildContext:
 
 def typed_parameters(task: dict) -> dict:
     from ..model import Parameter
-    from ..services import ParamSpec, typed_values
+    from ..parameters import ParamSpec, typed_values
     specs = [ParamSpec(**{**s, "choices": tuple(s["choices"])}) for s in task["specs"]]
     params = [Parameter(n, v, b) for n, v, b in task["parameters"]]
     return typed_values(specs, params)

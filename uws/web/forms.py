@@ -13,7 +13,8 @@ from .. import queueing, timeutil
 from ..errors import BadRequest
 from ..jobs import parse_duration
 from ..model import check_run_id
-from ..services import TRUE_WORDS, ParameterError, ParamSpec, Service, collect
+from ..parameters import TRUE_WORDS, ParameterError, ParamSpec, collect
+from ..services import Service
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
           "datetime": "datetime-local", "file": "file", "string": "text"}
