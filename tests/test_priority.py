@@ -153,6 +153,23 @@ def test_the_html_job_list_shows_each_job_priority(client):
     assert b'<td data-role="priority">-2</td>' in page.data
 
 
+def test_the_html_job_list_has_no_priority_column_where_priorities_cannot_differ(
+        tmp_path, db_url):
+    unranked = {k: v for k, v in SLEEP.items() if not k.startswith("priority")}
+    plain = with_users(make_config(tmp_path, db_url, executor="none",
+                                   services={"sleep": unranked}))
+    app = create_app(plain)
+    try:
+        web = ValidatingClient(app)
+        assert web.post("/sleep", data={"DURATION": "0"},
+                        headers=basic("alice")).status_code == 303
+        page = web.get("/sleep", headers={"Accept": "text/html", **basic("alice")}).data
+        assert b'data-role="priority"' not in page
+        assert b">Priority</th>" not in page
+    finally:
+        shutdown(app)
+
+
 def test_the_html_job_page_shows_the_priority_and_an_administrator_may_change_it(client):
     path = create(client, PHASE="RUN", PRIORITY="3")
     owner = client.get(path, headers={"Accept": "text/html", **basic("alice")}).data
