@@ -24,11 +24,17 @@
       if (isNaN(when)) continue;
       el.dataset.utc = el.dataset.utc || el.textContent.trim();
       el.title = el.dataset.utc;
-      el.textContent = format.format(when);
+      el.textContent = unbroken(format.formatToParts(when));
       el.classList.add("local");
     }
     const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "your time zone";
     setText(root, "time-note", `Times are in your local time (${zone}); hover one for UTC.`);
+  }
+
+  // A time's text, breakable only between its date and its time of day (narrow columns).
+  function unbroken(parts) {
+    return parts.map((part, i) => (part.type === "literal" && parts[i + 1]?.type === "hour")
+      ? part.value : part.value.replace(/\s/g, "\u00a0")).join("");
   }
 
   function seconds(value) {
