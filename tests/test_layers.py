@@ -10,7 +10,8 @@ import pytest
 DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services", "uws.parameters",
                         "uws.holds",
                         "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
-                        "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches"]
+                        "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches",
+                        "uws.creating"]
 
 
 @pytest.mark.parametrize("framework", ["sqlalchemy", "flask"])

@@ -11,19 +11,11 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from . import timeutil
+from . import creating, timeutil
 from .batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
 from .callbacks import Delivery
 from .errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
-from .jobs import (
-    ANONYMOUS,
-    Caller,
-    Jobs,
-    _check_run_id,
-    _checked_callback,
-    _destruction_default,
-    _over_quota,
-)
+from .jobs import ANONYMOUS, Caller, Jobs
 from .model import Job, Parameter, new_job_id
 from .parameters import ParameterError, collect
 from .phases import Phase
@@ -82,26 +74,24 @@ class Batches:
         if len(rows) > service.max_batch_jobs:
             raise TooLarge(f"a batch of {service.name!r} has at most "
                            f"{service.max_batch_jobs} jobs, not {len(rows)}")
-        _check_run_id(control.run_id)
+        creating.checked_run_id(control.run_id)
         callback = None if control.callback is None else \
-            _checked_callback(service, control.callback)
+            creating.checked_callback(service, control.callback)
         sets = [_parameters(service, number, row) for number, row in enumerate(rows, 1)]
         quota = service.quota(caller.owner)
-        self.jobs._check_quota(service, caller.owner, quota, new_jobs=len(sets))
+        self.jobs.check_quota(service, caller.owner, quota, new_jobs=len(sets))
         now = timeutil.now()
         batch = Batch(new_job_id(), service.name, caller.owner, now, len(sets), control.run_id,
                       callback)
         # Sorted ids: with one creation time, (creation_time, id) is the rows' order.
         ids = sorted(new_job_id() for _ in sets)
-        jobs = [Job(id=job_id, service=service.name, owner=caller.owner, phase=Phase.PENDING,
-                    creation_time=now, run_id=control.run_id, priority=service.priority_default,
-                    execution_duration=service.execution_duration,
-                    destruction=_destruction_default(service, now), parameters=params)
+        jobs = [creating.new_job(service, caller.owner, now, id=job_id, run_id=control.run_id,
+                                 parameters=params)
                 for job_id, params in zip(ids, sets)]
         try:
             self.store.insert_batch(batch, jobs, quota)
         except OverQuota as exc:
-            raise _over_quota(service, exc) from None
+            raise creating.over_quota(service, exc) from None
         if control.run:
             self._submit(self.store.mark_queued(batch.id))
         return batch.id

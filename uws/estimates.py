@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+import time
 
 from . import timeutil
 from .model import Job
@@ -57,3 +58,20 @@ def remaining_seconds(job: Job, now: dt.datetime) -> float | None:
     if job.execution_duration:
         remaining = min(remaining, max(0.0, job.execution_duration - elapsed))
     return remaining
+
+
+class TypicalRunTimes:
+    """Each service's typical run time, re-read from the store at most every minute."""
+    TTL = 60.0
+
+    def __init__(self, store):
+        self._store = store
+        self._cache: dict[str, tuple[float, float | None]] = {}
+
+    def get(self, service: str) -> float | None:
+        now = time.monotonic()
+        cached = self._cache.get(service)
+        if cached is None or now - cached[0] > self.TTL:
+            cached = (now, typical_seconds(self._store.recent_run_seconds(service)))
+            self._cache[service] = cached
+        return cached[1]

@@ -6,10 +6,10 @@ import math
 import time
 from typing import NoReturn
 
-from . import callbacks, estimates, phases, queueing, timeutil
+from . import creating, estimates, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .holds import held_text
-from .model import Job, ListQuery, Parameter, check_run_id, is_job_id, new_job_id
+from .model import Job, ListQuery, is_job_id
 from .parameters import ParameterError, collect
 from .phases import Phase
 from .ports import Executor, Files, JobStore, Settings, Watch
@@ -55,7 +55,8 @@ class Jobs:
         self.files = files
         self.executor = executor
         self.watch = watch
-        self._typical = TypicalRunTimes(store)
+        self.uploads = creating.Uploads(files)
+        self._typical = estimates.TypicalRunTimes(store)
 
     # -- lookup -------------------------------------------------------------------
 
@@ -136,29 +137,24 @@ class Jobs:
             values = collect(service, pairs, uploads, creating=True)
         except ParameterError as exc:
             raise BadRequest(str(exc)) from None
-        _check_run_id(control.run_id)
+        creating.checked_run_id(control.run_id)
         schedule = self.schedule(service.name, control.priority, control.start_after, caller)
         callback_url = None if control.callback is None else \
-            _checked_callback(service, control.callback)
+            creating.checked_callback(service, control.callback)
         quota = service.quota(caller.owner)
         if any(v.upload is not None for v in values):
-            self._check_quota(service, caller.owner, quota)     # before writing them
-        now = timeutil.now()
-        job = Job(
-            id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
-            creation_time=now, run_id=control.run_id, callback_url=callback_url,
-            execution_duration=service.execution_duration,
-            destruction=_destruction_default(service, now),
-            priority=service.priority_default if schedule.priority is None else schedule.priority,
-            start_after=schedule.start_after,
-        )
+            self.check_quota(service, caller.owner, quota)     # before writing them
+        job = creating.new_job(service, caller.owner, timeutil.now(), run_id=control.run_id,
+                               callback_url=callback_url, start_after=schedule.start_after)
+        if schedule.priority is not None:
+            job.priority = schedule.priority
         if control.execution_duration is not None:
             job.execution_duration = service.clamp_duration(
                 parse_duration(control.execution_duration))
         if control.destruction is not None:
             job.destruction = self._granted_destruction(service, job, control.destruction)
         try:
-            job.parameters, staged = self._stage_values(job.id, values)
+            job.parameters, staged = self.uploads.stage(job.id, values)
         except BaseException:
             self.files.remove(job.id)
             raise
@@ -182,18 +178,15 @@ class Jobs:
         except BadRequest:      # set by an administrator, beyond what the caller may ask
             priority = service.priority_default
         callback_url = None if source.callback_url is None else \
-            _checked_callback(service, source.callback_url)
+            creating.checked_callback(service, source.callback_url)
         quota = service.quota(caller.owner)
         if any(p.is_upload for p in source.parameters):
-            self._check_quota(service, caller.owner, quota)     # before copying them
-        now = timeutil.now()
-        job = Job(
-            id=new_job_id(), service=service.name, owner=caller.owner, phase=Phase.PENDING,
-            creation_time=now, run_id=source.run_id, priority=priority,
-            callback_url=callback_url,
-            execution_duration=service.clamp_duration(source.execution_duration),
-            destruction=_destruction_default(service, now), parameters=list(source.parameters),
-        )
+            self.check_quota(service, caller.owner, quota)     # before copying them
+        job = creating.new_job(service, caller.owner, timeutil.now(), run_id=source.run_id,
+                               priority=priority, callback_url=callback_url,
+                               execution_duration=service.clamp_duration(
+                                   source.execution_duration),
+                               parameters=list(source.parameters))
         staged: dict = {}
         try:
             for p in source.parameters:
@@ -210,50 +203,26 @@ class Jobs:
     def _keep(self, service: Service, job: Job, staged: dict, quota) -> None:
         """Install a new job's staged uploads and store it; on failure nothing is kept."""
         try:
-            stored = _staged_bytes(staged)
-            self._install(job.id, staged)       # the job is not visible yet
+            stored = self.uploads.size(staged)
+            self.uploads.install(job.id, staged)       # the job is not visible yet
             self.store.insert_job(job, quota, stored)
         except OverQuota as exc:
             self.files.remove(job.id)
-            raise _over_quota(service, exc) from None
+            raise creating.over_quota(service, exc) from None
         except BaseException:
             self.files.remove(job.id)
             raise
 
-    def _check_quota(self, service: Service, owner: str, quota, adding: int = 0,
-                     new_jobs: int = 1) -> None:
+    def check_quota(self, service: Service, owner: str, quota, adding: int = 0,
+                    new_jobs: int = 1) -> None:
         """403 early, before uploads are staged or copied, when the owner's
         ``new_jobs`` (a batch's, or one) would pass a limit; :meth:`Store.insert_job`
         (and the batch store) enforce them exactly."""
         if quota.jobs and (self.store.count_jobs(service.name, owner, ListQuery())
                            + new_jobs > quota.jobs):
-            raise _over_quota(service, OverQuota("jobs", quota.jobs))
+            raise creating.over_quota(service, OverQuota("jobs", quota.jobs))
         if quota.bytes and self.store.stored_bytes(service.name, owner) + adding > quota.bytes:
-            raise _over_quota(service, OverQuota("bytes", quota.bytes))
-
-    def _stage_values(self, job_id: str, values):
-        """Parameters for ``values``, and their uploads staged as {name: path}."""
-        params, staged = [], {}
-        try:
-            for v in values:
-                if v.upload is not None:
-                    staged[v.name] = self.files.stage_upload(job_id, v.name, v.upload.stream)
-                    params.append(Parameter.upload(v.name))
-                else:
-                    params.append(Parameter(v.name, v.value, v.by_reference))
-        except BaseException:
-            self._discard(staged)
-            raise
-        return params, staged
-
-    def _install(self, job_id: str, staged: dict) -> None:
-        for name, path in staged.items():
-            self.files.install_upload(path, job_id, name)
-
-    @staticmethod
-    def _discard(staged: dict) -> None:
-        for path in staged.values():
-            path.unlink(missing_ok=True)
+            raise creating.over_quota(service, OverQuota("bytes", quota.bytes))
 
     # -- phase changes --------------------------------------------------------------
 
@@ -337,7 +306,7 @@ class Jobs:
 
     def check_callback(self, service: str, url: str) -> None:
         """BadRequest unless ``service`` accepts ``url`` as a CALLBACK."""
-        _checked_callback(self.service(service), url)
+        creating.checked_callback(self.service(service), url)
 
     def set_callback(self, service: str, job_id: str, url: str,
                      caller: Caller = ANONYMOUS) -> None:
@@ -345,7 +314,7 @@ class Jobs:
         NotFound, BadRequest (a URL the service refuses), Forbidden (another owner's
         job, or one no longer PENDING)."""
         self._phase(service, job_id, caller)
-        checked = _checked_callback(self.service(service), url)
+        checked = creating.checked_callback(self.service(service), url)
         if not self.store.set_callback(job_id, checked):
             phase = self._phase(service, job_id, caller)
             raise Forbidden(f"the callback cannot change once a job is {phase.value}")
@@ -360,25 +329,25 @@ class Jobs:
         phase = self._phase(service_name, job_id, caller)
         if phase is not Phase.PENDING:
             raise Forbidden(f"parameters cannot change once a job is {phase.value}")
-        _check_run_id(run_id)
+        creating.checked_run_id(run_id)
         try:
             values = collect(service, pairs, uploads, creating=False)
         except ParameterError as exc:
             raise BadRequest(str(exc)) from None
         if not values and run_id is None:
             return
-        params, staged = self._stage_values(job_id, values)
+        params, staged = self.uploads.stage(job_id, values)
         replace = {v.name for v in values if not service.spec(v.name).multiple}
         try:
             if staged:
-                self._check_quota(service, caller.owner, service.quota(caller.owner),
-                                  adding=_staged_bytes(staged))
+                self.check_quota(service, caller.owner, service.quota(caller.owner),
+                                 adding=self.uploads.size(staged))
             if not self.store.set_parameters(job_id, replace, params, run_id):
                 raise Forbidden("parameters cannot change once a job has started")
         except BaseException:
-            self._discard(staged)
+            self.uploads.discard(staged)
             raise
-        self._install(job_id, staged)
+        self.uploads.install(job_id, staged)
         if staged:
             self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
 
@@ -442,45 +411,8 @@ class Jobs:
         return job
 
 
-class TypicalRunTimes:
-    """Each service's typical run time, re-read from the store at most every minute."""
-    TTL = 60.0
-
-    def __init__(self, store):
-        self._store = store
-        self._cache: dict[str, tuple[float, float | None]] = {}
-
-    def get(self, service: str) -> float | None:
-        now = time.monotonic()
-        cached = self._cache.get(service)
-        if cached is None or now - cached[0] > self.TTL:
-            cached = (now, estimates.typical_seconds(self._store.recent_run_seconds(service)))
-            self._cache[service] = cached
-        return cached[1]
-
-
 #: Where an administrator may still change a job's priority: before it starts.
 _ADMIN_PRIORITY_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.HELD})
-
-
-def _check_run_id(run_id: str | None) -> None:
-    if run_id is None:
-        return
-    try:
-        check_run_id(run_id)
-    except ValueError as exc:
-        raise BadRequest(f"RUNID: {exc}") from None
-
-
-def _checked_callback(service: Service, url: str) -> str:
-    try:
-        return callbacks.check_url(url, service.callback_hosts)
-    except callbacks.CallbackError as exc:
-        raise BadRequest(str(exc)) from None
-
-
-def _destruction_default(service: Service, now):
-    return timeutil.add_seconds(now, service.lifetime) if service.lifetime else None
 
 
 def parse_duration(text: str) -> int:
@@ -494,15 +426,3 @@ def parse_duration(text: str) -> int:
     if value > 2**31 - 1:
         raise BadRequest("EXECUTIONDURATION: too large")
     return math.ceil(value)
-
-
-def _over_quota(service: Service, exc: OverQuota) -> Forbidden:
-    if exc.what == "bytes":
-        return Forbidden(f"your jobs in {service.name!r} would keep more than {exc.limit} "
-                         "bytes of files, its limit; delete some first")
-    return Forbidden(f"you already have {exc.limit} jobs in {service.name!r}, its limit; "
-                     "delete some first")
-
-
-def _staged_bytes(staged: dict) -> int:
-    return sum(path.stat().st_size for path in staged.values())
