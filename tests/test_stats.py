@@ -8,7 +8,7 @@ import datetime as dt
 import time
 
 import pytest
-from lxml import etree
+from lxml import etree, html
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.security import generate_password_hash
 
@@ -261,6 +261,14 @@ def test_the_html_page_shows_the_counts(client):
     assert r.status_code == 200 and r.mimetype == "text/html"
     assert b'data-phase="PENDING">1<' in r.data
     assert b"<svg" not in r.data        # the history is everyone's: administrators only
+
+
+def test_an_owners_page_labels_the_figures_as_theirs_not_everyones(client):
+    pending_job(client, ALICE)
+    page = html.fromstring(client.get("/sleep/stats",
+                                      headers={**ALICE, "Accept": "text/html"}).data)
+    labels = {th.text for th in page.xpath("//tbody/tr/th[@scope='row']")}
+    assert labels == {"Yours"}
 
 
 def test_the_administrators_page_draws_one_series_per_phase(client, app):
