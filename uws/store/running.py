@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..model import ErrorSummary
 from ..phases import Event, Phase
-from . import counts, usage
+from . import counts, direct, usage
 from .changes import Change, Times
 from .part import StorePart
 from .tables import attempt as A
@@ -81,6 +81,7 @@ _STARTED = J.update().where(J.c.id == sa.bindparam("_id")).values(
 
 class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
+    _reads: dict[str, direct.DirectRead]                     # uws.store.jobs
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
@@ -280,5 +281,9 @@ class RunningQueries(StorePart):
             return [tuple(r) for r in conn.execute(_EXPIRED, {"now": now, "limit": limit})]
 
     def service_of(self, job_id: str) -> str | None:
-        with self.engine.connect() as conn:
-            return conn.execute(_SERVICE_OF, {"_id": job_id}).scalar()
+        read = self._reads.get("service")
+        if read is None:    # read directly: the executor asks twice per job
+            read = self._reads["service"] = direct.DirectRead(self.engine, _SERVICE_OF)
+        with direct.cursor(self.engine) as cur:
+            rows = read.rows(cur, {"_id": job_id})
+        return rows[0][0] if rows else None
