@@ -9,9 +9,10 @@ as a :class:`ManyHook` takes a batch's many changes at once, in a few statements
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import sqlalchemy as sa
 
@@ -29,6 +30,14 @@ def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
         yield items[start:start + CHUNK]
 
 
+class Times(NamedTuple):
+    """A job's times after a change, when the changing statement returned them (the
+    duration histograms then need not read them again)."""
+    creation_time: dt.datetime
+    start_time: dt.datetime | None
+    end_time: dt.datetime | None
+
+
 @dataclasses.dataclass(frozen=True)
 class Change:
     job_id: str
@@ -37,6 +46,7 @@ class Change:
     old: str | None         # phase value before; None: the job was created
     new: str | None         # phase value after; None: the job was deleted
     batch_id: str | None = None
+    times: Times | None = None
 
     def deltas(self) -> list[tuple[counts.Key, int]]:
         """What the change adds to the job counters."""

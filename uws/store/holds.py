@@ -75,6 +75,9 @@ _RELEASE_SOME = (J.update()
                  .values(phase=target(Event.RELEASE).value, held_for=None)
                  .returning(J.c.id, J.c.batch_id))
 
+_ANY_QUOTA_HELD = sa.select(sa.literal(1)).where(*_OF_OWNER, J.c.phase == _HELD,
+                                                J.c.held_for == QUOTA).limit(1)
+
 _SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
 _QUOTA_HELD = (sa.select(J.c.service, J.c.owner, sa.func.count())
                .where(J.c.phase == _HELD, J.c.held_for == QUOTA, J.c.service.in_(_SERVICES))
@@ -166,10 +169,7 @@ class HoldQueries(StorePart):
             if event is None:
                 return None
             new = target(event)
-            # the row is locked, so its phase is as read; the sources are checked anyway
-            moved = J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
-            conn.execute(moved.values(phase=new.value,
-                                      held_for=STOPPED if new is Phase.HELD else None), key)
+            conn.execute(_RUN_MOVES[event], key)
             self._record(conn, Change(job_id, service, owner, row.phase, new.value,
                                       row.batch_id))
             self._announce(conn, job_id)
@@ -243,10 +243,11 @@ class HoldQueries(StorePart):
 
     def note_freed_slot(self, conn: sa.Connection, change: Change) -> None:
         """Change hook: a running job that ends, is queued again or is deleted frees
-        a slot for its owner, released by :meth:`release_freed_slot` after the commit.
-        Every change of the job sets or clears its note, so a change rolled back
-        leaves none behind that a later one would act on."""
-        if change.old == _EXECUTING and change.new in _SLOT_FREED:
+        a slot for its owner, released by :meth:`release_freed_slot` after the commit,
+        if the owner has a quota-held job to take it.  Every change of the job sets or
+        clears its note, so a change rolled back leaves none behind that a later one
+        would act on."""
+        if change.old == _EXECUTING and change.new in _SLOT_FREED and _quota_held(conn, change):
             self._freed_slots[change.job_id] = (change.service, change.owner)
         else:
             self._freed_slots.pop(change.job_id, None)
@@ -264,6 +265,16 @@ class HoldQueries(StorePart):
             log.exception("job %s: cannot release a quota-held job in its slot", job_id)
 
 
+def _quota_held(conn: sa.Connection, change: Change) -> bool:
+    """Whether the owner of a job leaving EXECUTING has quota-held jobs, read in that
+    change's transaction (most owners have none: their end then costs no release).
+    None can be held after this read and before the commit: a quota hold counts the
+    running jobs under their locks (after SQLite's one write lock, which this
+    transaction holds), so it waits for this change and sees the slot free."""
+    return conn.execute(_ANY_QUOTA_HELD, {"_service": change.service,
+                                          "_owner": change.owner}).first() is not None
+
+
 def hold_applies(conn: sa.Connection, service: str, owner: str) -> bool:
     """Whether an administrative hold applies to ``owner``'s jobs of ``service``, read
     as :meth:`HoldQueries.run_job` reads it (FOR SHARE on PostgreSQL: take it before
@@ -272,6 +283,17 @@ def hold_applies(conn: sa.Connection, service: str, owner: str) -> bool:
     if conn.dialect.name == "postgresql":
         stmt = stmt.with_for_update(read=True)
     return conn.execute(stmt, {"_service": service, "_owner": owner}).first() is not None
+
+
+def _run_move(event: Event) -> sa.Update:
+    """The UPDATE of a PHASE=RUN that makes ``event``: the row is locked, so its phase
+    is as read; the sources are checked anyway."""
+    new = target(event)
+    return (J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
+            .values(phase=new.value, held_for=STOPPED if new is Phase.HELD else None))
+
+
+_RUN_MOVES = {event: _run_move(event) for event in (Event.RUN, Event.RUN_HELD)}
 
 
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:

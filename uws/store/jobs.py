@@ -22,7 +22,7 @@ from ..phases import Event, Phase
 from ..ports import ChangeSink
 from ..services import Quota
 from . import batchcallbacks, callbacks, counts, direct, usage
-from .changes import Change, ChangeHook, ChangeRecorder
+from .changes import Change, ChangeHook, ChangeRecorder, Times
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record, record_progress
 from .holds import HoldQueries
@@ -135,14 +135,13 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         """Record what a job keeps on disk now (after a change of its files)."""
         with self.engine.begin() as conn:
             before = usage.lock(conn, job_id)
-            owned = conn.execute(sa.select(J.c.service, J.c.owner, J.c.phase)
-                                 .where(J.c.id == job_id)).first()
+            owned = conn.execute(_OWNED_BY, {"_id": job_id}).first()
             if owned is None:
                 return      # deleted meanwhile: its bytes went with it
             if before is None:
-                conn.execute(B.insert().values(job_id=job_id, bytes=size))
-            else:
-                conn.execute(B.update().where(B.c.job_id == job_id).values(bytes=size))
+                conn.execute(B.insert(), {"job_id": job_id, "bytes": size})
+            elif before != size:
+                conn.execute(_SET_BYTES, {"_id": job_id, "bytes": size})
             if owned.phase != Phase.ARCHIVED.value:     # archived: no longer counted
                 usage.add(conn, owned.service, owned.owner, job_id, size - (before or 0))
 
@@ -191,8 +190,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         if not ids:
             return {}
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(J.c.id, J.c.phase).where(J.c.id.in_(ids)))
-            return {r.id: Phase(r.phase) for r in rows}
+            return {job_id: _PHASE[phase] for job_id, phase in conn.execute(_PHASES, {"ids": ids})}
 
     def recount_jobs(self) -> None:
         """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
@@ -248,10 +246,13 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         values = {"phase": new, **fields}
         stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
         sources = phases.sources(event)
+        times = None
         with self.engine.begin() as conn:
             if len(sources) == 1:
                 (old,) = (p.value for p in sources)
                 row = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).first()
+                if row is not None:     # as they are now: the histograms need not read them
+                    times = Times(row.creation_time, row.start_time, row.end_time)
             else:   # which source phase it leaves, read under the row's lock
                 row = counts.lock(conn, job_id, sources, owner)
                 if row is not None:
@@ -260,7 +261,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
             won = row is not None
             if row is not None:
                 self._record(conn, Change(job_id, row.service, row.owner, old, new,
-                                          row.batch_id))
+                                          row.batch_id, times))
                 self._announce(conn, job_id)
         if won:
             self._changed(job_id)
@@ -364,18 +365,16 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
 
     def add_result(self, job_id: str, res: Result) -> bool:
         """Record a result while the job exists and is not archived."""
+        key = {"_id": job_id, "_result": res.id}
         with self.engine.begin() as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            alive = conn.execute(J.update().where(
-                J.c.id == job_id, J.c.phase != Phase.ARCHIVED.value).values(
-                id=J.c.id)).rowcount == 1
-            if not alive:
+            if conn.execute(_LOCK_UNARCHIVED, key).rowcount != 1:
                 return False
-            conn.execute(R.delete().where(R.c.job_id == job_id, R.c.id == res.id))
-            seq = conn.execute(sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1))
-                               .where(R.c.job_id == job_id)).scalar_one() + 1
-            conn.execute(R.insert().values(job_id=job_id, id=res.id, seq=seq, path=res.path,
-                                           mime_type=res.mime_type, size=res.size))
+            conn.execute(_DROP_RESULT, key)
+            seq = conn.execute(_LAST_SEQ, key).scalar_one() + 1
+            conn.execute(R.insert(), {"job_id": job_id, "id": res.id, "seq": seq,
+                                      "path": res.path, "mime_type": res.mime_type,
+                                      "size": res.size})
         return True
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
@@ -403,6 +402,16 @@ _GET_OWNED = _GET_ANY.where(_OWNED)
 _PHASE_ANY = sa.select(J.c.phase).where(*_ID)
 _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
 _INSERT_JOB = J.insert()
+_THE_JOB = J.c.id == sa.bindparam("_id")
+_OWNED_BY = sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB)
+_SET_BYTES = B.update().where(B.c.job_id == sa.bindparam("_id")).values(
+    bytes=sa.bindparam("bytes"))
+_PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
+_LOCK_UNARCHIVED = J.update().where(_THE_JOB, J.c.phase != Phase.ARCHIVED.value).values(
+    id=J.c.id)
+_OF_RESULT = (R.c.job_id == sa.bindparam("_id"),)
+_DROP_RESULT = R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result"))
+_LAST_SEQ = sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1)).where(*_OF_RESULT)
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
 #: The deletion, scoped (or not) to a service and to an owner, built once.
 _DELETES = {
@@ -431,7 +440,8 @@ def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
     stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
                              J.c.phase.in_([p.value for p in phases.sources(event)]))
             .values({c: sa.bindparam(c) for c in columns})
-            .returning(J.c.service, J.c.owner, J.c.batch_id))
+            .returning(J.c.service, J.c.owner, J.c.batch_id, J.c.creation_time,
+                       J.c.start_time, J.c.end_time))
     return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
 
 

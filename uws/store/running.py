@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..model import ErrorSummary
 from ..phases import Event, Phase
-from . import counts, usage
-from .changes import Change
+from . import counts, direct, usage
+from .changes import Change, Times
 from .part import StorePart
 from .tables import attempt as A
 from .tables import job as J
@@ -54,12 +54,34 @@ _CLAIM = (J.update()
                             .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
                  J.c.phase == Phase.QUEUED.value)
           .values(phase=Phase.EXECUTING.value, lease_owner=sa.bindparam("worker"),
-                  lease_expires=sa.bindparam("expires"))
-          .returning(J.c.id, J.c.execution_duration, J.c.batch_id))
+                  lease_expires=sa.bindparam("expires"),
+                  # never before its creation: the claim may have waited for the lock
+                  # while this very job was being created
+                  start_time=sa.case((J.c.creation_time > sa.bindparam("now"),
+                                      J.c.creation_time), else_=sa.bindparam("now")))
+          .returning(J.c.id, J.c.execution_duration, J.c.batch_id, J.c.creation_time,
+                     J.c.start_time))
+
+# The statements the executor, its monitor and the sweeps run all the time, built once.
+_SERVICE_OF = sa.select(J.c.service).where(J.c.id == sa.bindparam("_id"))
+_RENEW = (J.update().where(J.c.id.in_(sa.bindparam("ids", expanding=True)),
+                           J.c.lease_owner == sa.bindparam("worker"),
+                           J.c.phase == Phase.EXECUTING.value)
+          .values(lease_expires=sa.bindparam("expires")))
+_OVERDUE = sa.select(J.c.id).where(J.c.phase == Phase.EXECUTING.value,
+                                   J.c.deadline <= sa.bindparam("now"))
+_LEASE_LOST = sa.select(J.c.id, J.c.service, J.c.lease_owner).where(
+    J.c.phase == Phase.EXECUTING.value, J.c.lease_expires < sa.bindparam("now"))
+_EXPIRED = (sa.select(J.c.id, J.c.service)
+            .where(J.c.destruction <= sa.bindparam("now"), J.c.phase != Phase.ARCHIVED.value)
+            .order_by(J.c.destruction).limit(sa.bindparam("limit")))
+_STARTED = J.update().where(J.c.id == sa.bindparam("_id")).values(
+    start_time=sa.bindparam("start_time"), deadline=sa.bindparam("deadline"))
 
 
 class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
+    _reads: dict[str, direct.DirectRead]                     # uws.store.jobs
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
@@ -99,12 +121,15 @@ class RunningQueries(StorePart):
                                                   "now": timeutil.now()}).all()
             if not heads:
                 return None
-            running = dict(((s, o), n) for s, o, n in
-                           conn.execute(_RUNNING_OWNERS, {"services": services}))
+            caps = {(s, o): running_cap(s, o) if running_cap else 0 for s, o, _, _ in heads}
+            running = {}
+            if len(heads) > 1 or any(caps.values()):    # else nothing to weigh them by
+                running = dict(((s, o), n) for s, o, n in
+                               conn.execute(_RUNNING_OWNERS, {"services": services}))
         order = sorted((-priority, running.get((service, owner), 0), oldest, service, owner)
                        for service, owner, priority, oldest in heads)
         for _, count, _, service, owner in order:
-            cap = running_cap(service, owner) if running_cap else 0
+            cap = caps[(service, owner)]
             if cap and count >= cap:
                 self.hold_for_quota(service, owner, cap)    # HELD until a slot frees
                 continue
@@ -134,18 +159,20 @@ class RunningQueries(StorePart):
                                             "now": now}).first()
                 if row is None:
                     return None
-                job_id, duration, batch_id = row
+                job_id, duration, batch_id, created, started = row
+                if duration > 0:
+                    # Read the clock only now that the row is ours, and never start
+                    # before the creation: the claim may have waited for the lock
+                    # while this very job was being created.
+                    started = max(timeutil.now(), created)
+                    conn.execute(_STARTED, {"_id": job_id, "start_time": started,
+                                            "deadline": timeutil.add_seconds(started, duration)})
                 self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
-                                          Phase.EXECUTING.value, batch_id))
+                                          Phase.EXECUTING.value, batch_id,
+                                          Times(created, started, None)))
                 if cap and conn.execute(_RUNNING_OF, {"service": service,
                                                       "owner": owner}).scalar_one() > cap:
                     raise _OverCap
-                # Read the clock only now that the row is ours: the claim may have
-                # waited for the lock while this very job was being created.
-                now = timeutil.now()
-                deadline = timeutil.add_seconds(now, duration) if duration > 0 else None
-                conn.execute(J.update().where(J.c.id == job_id).values(
-                    start_time=now, deadline=deadline))
                 self._announce(conn, job_id)
         except _OverCap:
             return None
@@ -209,21 +236,17 @@ class RunningQueries(StorePart):
             return
         expires = timeutil.add_seconds(timeutil.now(), lease_seconds)
         with self.engine.begin() as conn:
-            conn.execute(J.update().where(J.c.id.in_(ids), J.c.lease_owner == worker,
-                                          J.c.phase == Phase.EXECUTING.value)
-                         .values(lease_expires=expires))
+            conn.execute(_RENEW, {"ids": ids, "worker": worker, "expires": expires})
 
     def overdue_ids(self, now: dt.datetime) -> list[str]:
         """EXECUTING jobs past their execution-duration deadline."""
         with self.engine.connect() as conn:
-            return list(conn.execute(sa.select(J.c.id).where(
-                J.c.phase == Phase.EXECUTING.value, J.c.deadline <= now)).scalars())
+            return list(conn.execute(_OVERDUE, {"now": now}).scalars())
 
     def lost_leases(self, now: dt.datetime) -> list[tuple[str, str, str | None]]:
         """(id, service, lease owner) of EXECUTING jobs whose lease has expired."""
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.select(J.c.id, J.c.service, J.c.lease_owner)
-                    .where(J.c.phase == Phase.EXECUTING.value, J.c.lease_expires < now))]
+            return [tuple(r) for r in conn.execute(_LEASE_LOST, {"now": now})]
 
     def leases_of(self, worker_prefix: str) -> list[tuple[str, str, str]]:
         """(id, service, lease owner) of EXECUTING jobs leased by workers named with a prefix."""
@@ -255,11 +278,12 @@ class RunningQueries(StorePart):
     def expired(self, now: dt.datetime, limit: int = 500) -> list[tuple[str, str]]:
         """(id, service) of jobs whose destruction time has come (archived ones excluded)."""
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(
-                sa.select(J.c.id, J.c.service).where(J.c.destruction <= now,
-                                                     J.c.phase != Phase.ARCHIVED.value)
-                .order_by(J.c.destruction).limit(limit))]
+            return [tuple(r) for r in conn.execute(_EXPIRED, {"now": now, "limit": limit})]
 
     def service_of(self, job_id: str) -> str | None:
-        with self.engine.connect() as conn:
-            return conn.execute(sa.select(J.c.service).where(J.c.id == job_id)).scalar()
+        read = self._reads.get("service")
+        if read is None:    # read directly: the executor asks twice per job
+            read = self._reads["service"] = direct.DirectRead(self.engine, _SERVICE_OF)
+        with direct.cursor(self.engine) as cur:
+            rows = read.rows(cur, {"_id": job_id})
+        return rows[0][0] if rows else None

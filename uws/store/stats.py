@@ -3,10 +3,11 @@ sampled job counts behind the history chart (see :mod:`uws.stats` for what they 
 
 :func:`record_durations` runs inside each changing transaction (Store registers
 it in ``change_hooks``), after the counters: a job that starts adds one to its
-wait-time bin, one that ends after running adds one to its run-time bin.  It reads
-the jobs' times by primary key and upserts a row per bucket width (in one
-statement), so a start or an end costs two indexed statements, and so do a batch's
-many (counts summed per bin); every transaction
+wait-time bin, one that ends after running adds one to its run-time bin.  It takes
+the jobs' times from the changes when the changing statement returned them (a claim,
+an end of a running job), else reads them by primary key, and upserts a row per
+bucket width (in one statement), so a start or an end costs one or two indexed
+statements, and so do a batch's many (counts summed per bin); every transaction
 locks the counters before the bins, and its bins in key order, so none can
 deadlock another.
 """
@@ -54,8 +55,8 @@ def _record_durations(conn: sa.Connection, changes: Sequence[Change]) -> None:
     due = [(change, kinds) for change in changes if (kinds := _kinds(change.old, change.new))]
     if not due:
         return
-    times: dict[str, sa.Row] = {}
-    for part in chunks([change.job_id for change, _ in due]):
+    times: dict[str, Any] = {change.job_id: change.times for change, _ in due if change.times}
+    for part in chunks([change.job_id for change, _ in due if not change.times]):
         times.update((row.id, row) for row in conn.execute(_TIMES, {"ids": list(part)}))
     now = timeutil.now()
     bins: Counter[tuple] = Counter()
@@ -73,7 +74,7 @@ record_durations = ManyHook(_record_durations)
 
 def _bins(change: Change, kinds: tuple[str, ...], row, now: dt.datetime) -> list[tuple]:
     """The bin keys (one per bucket width) of the durations one change completes."""
-    # A claim records its change before it sets the start time: the start is now.
+    # A change read without a start time that starts the job: the start is now.
     start = row.start_time or (now if change.new == Phase.EXECUTING.value else None)
     if start is None:
         return []   # ended without ever starting (aborted while queued): no durations

@@ -1,0 +1,136 @@
+"""What starting and ending a job costs the store: the statements a claim and an end
+run (issue 12's job-start targets), with what they must still record."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+
+from uws import timeutil
+from uws.jobs import ANONYMOUS, Caller, Control
+from uws.phases import Phase
+
+ALICE, BOB = Caller("alice"), Caller("bob")
+
+
+@pytest.fixture
+def api(idle):
+    return idle[1]
+
+
+def queue(api, caller: Caller = ALICE, duration: str | None = None) -> str:
+    return api.create("sleep", [], {}, Control(run=True, execution_duration=duration), caller)
+
+
+def claim(api, caps=None) -> str | None:
+    return api.store.claim_next("worker", ["sleep"], 60, caps)
+
+
+def statements(store, action) -> list[str]:
+    """The SQL statements ``action()`` runs, whitespace collapsed."""
+    seen: list[str] = []
+
+    def listener(conn, cursor, statement, *args):
+        seen.append(" ".join(statement.split()))
+
+    sa.event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        action()
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", listener)
+    return seen
+
+
+def job_updates(seen: list[str]) -> list[str]:
+    return [s for s in seen if s.startswith("UPDATE uws_job SET")]
+
+
+def test_a_claim_with_one_owner_queued_does_not_count_running_jobs(api):
+    queue(api)
+    seen = statements(api.store, lambda: claim(api))
+    assert not [s for s in seen if "count(*)" in s]
+
+
+def test_owners_are_still_weighed_by_their_running_jobs(api):
+    first = queue(api, ALICE)
+    queue(api, ALICE)
+    bobs = queue(api, BOB)
+    assert claim(api) == first
+    assert claim(api) == bobs      # alice runs one, bob none: bob goes first
+
+
+def unlimited(api, job_id: str) -> str:
+    """The job, its execution duration made unlimited (the demo service has a maximum)."""
+    assert api.store.set_execution_duration(job_id, 0)
+    return job_id
+
+
+def test_a_job_without_an_execution_duration_starts_in_one_update(api):
+    job_id = unlimited(api, queue(api))
+    seen = statements(api.store, lambda: claim(api))
+    assert len(job_updates(seen)) == 1
+    job = api.store.get_job(job_id, "sleep", None)
+    assert job.phase is Phase.EXECUTING and job.start_time is not None
+
+
+def test_a_job_with_an_execution_duration_gets_its_deadline_from_its_start(api):
+    job_id = queue(api, duration="30")
+    claim(api)
+    job = api.store.get_job(job_id, "sleep", None)
+    assert job.start_time is not None
+    with api.store.engine.connect() as conn:
+        deadline = conn.execute(sa.text("SELECT deadline FROM uws_job WHERE id = :id"),
+                                {"id": job_id}).scalar()
+    if isinstance(deadline, str):       # SQLite keeps the text
+        deadline = dt.datetime.fromisoformat(deadline)
+    assert deadline == job.start_time + dt.timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("limited", [True, False])
+def test_a_job_claimed_by_a_clock_behind_its_creation_starts_at_its_creation(
+        api, monkeypatch, limited):
+    job_id = queue(api) if limited else unlimited(api, queue(api))
+    created = api.store.get_job(job_id, "sleep", None).creation_time
+    behind = created - dt.timedelta(seconds=5)
+    monkeypatch.setattr(timeutil, "now", lambda: behind)
+    claim(api)
+    assert api.store.get_job(job_id, "sleep", None).start_time == created
+
+
+def test_a_claim_and_an_end_read_no_job_times_back(api):
+    job_id = queue(api)
+    seen = statements(api.store, lambda: claim(api))
+    seen += statements(api.store, lambda: api.store.mark_completed(job_id))
+    assert not [s for s in seen if s.startswith("SELECT uws_job.id, uws_job.creation_time")]
+
+
+def test_a_claim_and_an_end_still_add_a_wait_and_a_run_time(client_and_api):
+    client, api = client_and_api
+    job_id = queue(api, ANONYMOUS)
+    claim(api)
+    api.store.mark_completed(job_id)
+    doc = client.get("/sleep/stats", headers={"Accept": "application/json"}).get_json()
+    assert doc["all"]["waitTime"]["samples"] == 1 and doc["all"]["runTime"]["samples"] == 1
+
+
+@pytest.fixture
+def client_and_api(idle):
+    return idle
+
+
+def test_an_end_whose_owner_has_no_quota_held_job_releases_nothing(api):
+    job_id = queue(api)
+    claim(api)
+    seen = statements(api.store, lambda: api.store.mark_completed(job_id))
+    assert not [s for s in seen if "first_held" in s]
+
+
+def test_an_end_whose_owner_has_a_quota_held_job_queues_it_again(api):
+    first, second = queue(api), queue(api)
+    caps = lambda service, owner: 1     # noqa: E731
+    assert claim(api, caps) == first
+    assert claim(api, caps) is None
+    assert api.store.get_job(second, "sleep", None).phase is Phase.HELD
+    api.store.mark_completed(first)
+    assert api.store.get_job(second, "sleep", None).phase is Phase.QUEUED
