@@ -26,7 +26,8 @@ from ..store.stats import StatsStore
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
 from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
-from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
+from .http import MAX_FORM_BYTES, base_url, json_response, text
+from .incoming import UWSRequest
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
 
@@ -59,9 +60,7 @@ def create_app(config=None) -> Flask:
     pages.install(app)
     identity.install(app)
     _error_handlers(app)
-    app.before_request(_usable_host)
-    app.before_request(_same_origin_only)
-    app.before_request(_identify)
+    app.before_request(_admit)
     app.after_request(_security_headers)
     _start_background(app, cfg)
     return app
@@ -139,6 +138,14 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
 UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 
 
+def _admit() -> None:
+    """Every request's checks, in one hook (each hook costs Flask a dispatch): a usable
+    Host, no cross-site post, and credentials that are right or absent."""
+    _usable_host()
+    _same_origin_only()
+    identity.current_caller()   # authenticated once; what it may reach is each view's guard
+
+
 def _usable_host() -> None:
     """400 for a Host header that is not this server's or that no absolute URL can be
     built from (every document carries absolute links)."""
@@ -161,12 +168,6 @@ def _same_origin_only() -> None:
     if urlsplit(source).netloc.lower() not in {request.host.lower(),
                                                urlsplit(base_url()).netloc.lower()}:
         raise Forbidden(f"cross-site request from {source!r} refused")
-
-
-def _identify() -> None:
-    """Authenticate every request once (bad credentials: 401 wherever they are sent).
-    What a caller may reach is checked by each view's guard (uws.web.access)."""
-    identity.current_caller()
 
 
 def _security_headers(response):
