@@ -1,7 +1,8 @@
 """The job, parameters and results documents, written as text, are the bytes lxml
 writes for the same tree (tests/lxml_documents.py) and valid UWS 1.1, whatever the
 job holds: markup characters, line ends, non-ASCII text, characters XML cannot carry
-in what a job wrote, every optional part present or absent."""
+in what a job wrote, every optional part present or absent.  A job list shows each
+jobref as given, whatever its text, and is valid UWS 1.1."""
 from __future__ import annotations
 
 import datetime as dt
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 import lxml_documents as reference
 from uws.callbacks import Delivery
-from uws.model import ErrorSummary, Job, Parameter, Result, fits_xml
+from uws.model import ErrorSummary, Job, JobRef, Parameter, Result, fits_xml, xml_text
 from uws.phases import Phase
 from uws.render import xml as xmlr
+from uws.timeutil import format_time
 
 from conftest import assert_valid_uws
 
@@ -66,3 +68,32 @@ def test_the_parameters_and_results_documents_are_what_lxml_writes(job):
 @given(jobs)
 def test_every_job_document_is_valid_uws(job):
     assert_valid_uws(xmlr.job_document(job, LINKS, NOW))
+
+
+#: Ids as the store makes them (hex), or with markup; times of any year (4 digits).
+refs = st.builds(JobRef, id=st.text("0123456789abcdef&'", min_size=1, max_size=32),
+                 phase=st.sampled_from(Phase), run_id=st.none() | anything,
+                 owner=st.just("") | anything,
+                 creation_time=st.datetimes(min_value=dt.datetime(1, 1, 1)))
+NS = {"uws": xmlr.UWS_NS, "xlink": xmlr.XLINK_NS, "xsi": xmlr.XSI_NS}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(refs, max_size=30), st.sampled_from(("http://h/sleep", 'http://h/a&b"c')),
+       st.integers(1, 10))
+def test_a_job_list_shows_each_jobref_as_given(given_refs, list_url, flush_every):
+    body = b"".join(xmlr.job_list(given_refs, list_url, flush_every))
+    shown = assert_valid_uws(body).findall("uws:jobref", NS)
+    assert len(shown) == len(given_refs)
+    for el, ref in zip(shown, given_refs):
+        assert el.get("id") == ref.id
+        assert el.get(f"{{{xmlr.XLINK_NS}}}href") == f"{list_url}/{ref.id}"
+        assert el.findtext("uws:phase", namespaces=NS) == ref.phase.value
+        assert el.findtext("uws:runId", namespaces=NS) == (
+            None if ref.run_id is None else xml_text(ref.run_id))
+        owner = el.find("uws:ownerId", NS)
+        if ref.owner:
+            assert (owner.text or "") == xml_text(ref.owner)
+        else:
+            assert owner.get(f"{{{xmlr.XSI_NS}}}nil") == "true"
+        assert el.findtext("uws:creationTime", namespaces=NS) == format_time(ref.creation_time)

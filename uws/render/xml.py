@@ -7,8 +7,9 @@ fraction of the cost: a job document is on every GET of a job.
 """
 from __future__ import annotations
 
+import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from urllib.parse import quote
 
 from lxml import etree
@@ -216,36 +217,54 @@ def results_document(job: Job, links: Links) -> bytes:
     return (_DECLARATION + _results(job, links, _start_tag("results", False))).encode()
 
 
-_LIST_START = (_DECLARATION + _start_tag("jobs")).encode()
-_LIST_END = b"</uws:jobs>"
+_LIST_START = _DECLARATION + _start_tag("jobs")
+_LIST_END = "</uws:jobs>"
 
 
-def job_list(refs: Iterable[JobRef], job_url: Callable[[str], str],
-             flush_every: int = 200) -> Iterator[bytes]:
-    """Stream a ``<uws:jobs>`` document, yielding bytes every few hundred jobrefs.
+def job_list(refs: Iterable[JobRef], list_url: str, flush_every: int = 200) -> Iterator[bytes]:
+    """Stream a ``<uws:jobs>`` document, yielding bytes every few hundred jobrefs; each
+    jobref links to ``list_url/{id}``.
 
     The jobrefs, the hot path of every list, are written as escaped text (10 times
     faster than lxml's incremental writer): the tests check every list against the
     schema.
     """
+    prefix = _escape(list_url) + "/"
     chunk = [_LIST_START]
     for n, ref in enumerate(refs, 1):
-        chunk.append(_jobref(ref, job_url(ref.id)))
+        chunk.append(_jobref(ref, prefix))
         if n % flush_every == 0:
-            yield b"".join(chunk)
+            yield "".join(chunk).encode()
             chunk = []
     chunk.append(_LIST_END)
-    yield b"".join(chunk)
+    yield "".join(chunk).encode()
 
 
-def _jobref(ref: JobRef, href: str) -> bytes:
+_NO_OWNER = '<uws:ownerId xsi:nil="true"/>'
+
+
+def _jobref(ref: JobRef, prefix: str) -> str:
+    """One jobref; ``prefix`` is the escaped start of its href."""
+    job_id = ref.id if ref.id.isalnum() else _escape(ref.id)    # cheaper than the regex
     run_id = "" if ref.run_id is None else f"<uws:runId>{_escape(xml_text(ref.run_id))}</uws:runId>"
-    owner = (f"<uws:ownerId>{_escape(xml_text(ref.owner))}</uws:ownerId>" if ref.owner
-             else '<uws:ownerId xsi:nil="true"/>')
-    return (f'<uws:jobref id="{_escape(ref.id)}" xlink:type="simple" xlink:href="{_escape(href)}">'
-            f"<uws:phase>{ref.phase.value}</uws:phase>{run_id}{owner}"
-            f"<uws:creationTime>{format_time(ref.creation_time)}</uws:creationTime>"
-            "</uws:jobref>").encode()
+    owner = f"<uws:ownerId>{_escape(xml_text(ref.owner))}</uws:ownerId>" if ref.owner else _NO_OWNER
+    # _value_: the Enum's value property costs a call
+    return (f'<uws:jobref id="{job_id}" xlink:type="simple" xlink:href="{prefix}{job_id}">'
+            f"<uws:phase>{ref.phase._value_}</uws:phase>{run_id}{owner}<uws:creationTime>"
+            f"{_instant(ref.creation_time)}</uws:creationTime></uws:jobref>")
+
+
+_TWO = tuple(f"{n:02d}" for n in range(100))
+_THREE = tuple(f"{n:03d}" for n in range(1000))
+
+
+def _instant(t: dt.datetime) -> str:
+    """``format_time(t)``, twice as fast for the naive UTC times the store holds:
+    ``isoformat`` goes through sprintf, and a list shows a time for every job."""
+    if t.tzinfo is not None or t.year < 1000:
+        return format_time(t)
+    return (f"{t.year}-{_TWO[t.month]}-{_TWO[t.day]}T{_TWO[t.hour]}:{_TWO[t.minute]}:"
+            f"{_TWO[t.second]}.{_THREE[t.microsecond // 1000]}Z")
 
 
 def _escape(text: str) -> str:
