@@ -26,6 +26,7 @@ from ..store.stats import StatsStore
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
 from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
+from .headers import add_missing
 from .http import MAX_FORM_BYTES, base_url, json_response, text
 from .incoming import UWSRequest
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
@@ -135,6 +136,10 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 
+EVERY_ANSWER_HEADERS = (("X-Content-Type-Options", "nosniff"),)
+PAGE_HEADERS = (*EVERY_ANSWER_HEADERS, ("Content-Security-Policy", PAGE_POLICY),
+                ("X-Frame-Options", "DENY"), ("Referrer-Policy", "same-origin"))
+
 UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 
 
@@ -171,11 +176,8 @@ def _same_origin_only() -> None:
 
 
 def _security_headers(response):
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    if response.mimetype == "text/html":
-        response.headers.setdefault("Content-Security-Policy", PAGE_POLICY)
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
+    add_missing(response.headers, PAGE_HEADERS if response.mimetype == "text/html" else
+                EVERY_ANSWER_HEADERS)
     return response
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import codecs
 import functools
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from flask import Request, request
 from werkzeug.formparser import FormDataParser, MultiPartParser
@@ -77,6 +77,8 @@ class UWSRequest(Request):
     def query_index(self) -> dict[str, list[str]]:
         """The query's values by upper-case name (names match case-insensitively)."""
         index: dict[str, list[str]] = {}
+        if not self.query_string:
+            return index        # most requests: werkzeug would still build an empty MultiDict
         for name, value in self.args.items(multi=True):
             index.setdefault(name.upper(), []).append(value)
         return index
@@ -84,4 +86,5 @@ class UWSRequest(Request):
 
 def current() -> UWSRequest:
     """This request, unwrapped from its context proxy."""
-    return cast(UWSRequest, request._get_current_object())     # type: ignore[attr-defined]
+    # not typing.cast: it is a call too, and this runs a dozen times a request
+    return request._get_current_object()    # type: ignore[attr-defined]

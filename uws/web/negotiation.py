@@ -6,6 +6,7 @@ from collections.abc import Callable
 from flask import Response, current_app, request
 from werkzeug.exceptions import BadHost
 
+from .headers import add_missing
 from .incoming import current
 
 #: Headers of a representation chosen by the Accept header (HTML, JSON or XML), for caches.
@@ -23,8 +24,11 @@ def choose(xml: Callable[[], Response], json: Callable[[], Response],
         response = html()
     else:
         response = xml()
-    response.headers.setdefault("Vary", "Accept")
+    add_missing(response.headers, _VARY)
     return response
+
+
+_VARY = (("Vary", "Accept"),)
 
 
 def wants_html() -> bool:
