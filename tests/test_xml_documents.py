@@ -26,7 +26,7 @@ LINKS = xmlr.Links("http://example.org/uws/sleep/0123456789abcdef0123456789abcde
 xml_safe = st.text(st.sampled_from("aZ09 &<>\"'\r\n\t]]>é€𝄞\x85\u2028"), min_size=1, max_size=12)
 #: What a job wrote: anything, characters XML cannot carry included (they are dropped).
 anything = st.text(max_size=12)
-times = st.none() | st.datetimes(min_value=dt.datetime(2000, 1, 1),
+times = st.none() | st.datetimes(min_value=dt.datetime(1, 1, 1),
                                  max_value=dt.datetime(2100, 1, 1))
 errors = st.builds(ErrorSummary, type=st.sampled_from(("fatal", "transient")),
                    message=anything, detail=st.none() | anything)
@@ -40,7 +40,7 @@ deliveries = st.builds(Delivery, url=anything, state=st.sampled_from(("waiting",
 jobs = st.builds(
     Job, id=st.just("0123456789abcdef0123456789abcdef"), service=st.just("sleep"),
     owner=st.just("") | xml_safe, phase=st.sampled_from(Phase),
-    creation_time=st.datetimes(min_value=dt.datetime(2000, 1, 1),
+    creation_time=st.datetimes(min_value=dt.datetime(1, 1, 1),
                                max_value=dt.datetime(2100, 1, 1)),
     execution_duration=st.integers(0, 10**6), destruction=times,
     run_id=st.none() | anything, quote=times, start_time=times, end_time=times,

@@ -75,7 +75,7 @@ def _nil(tag: str) -> str:
 
 
 def _time(tag: str, value) -> str:
-    return _nil(tag) if value is None else f"<{tag}>{format_time(value)}</{tag}>"
+    return f'<{tag} xsi:nil="true"/>' if value is None else f"<{tag}>{_instant(value)}</{tag}>"
 
 
 def parameter_value(job_param, links: Links) -> str:
@@ -152,10 +152,12 @@ def queue_info(job: Job) -> str:
     if job.start_after is not None:
         start += f' startAfter="{format_time(job.start_after)}"'
     start += f' attempt="{job.attempt}"'
+    if not job.past_errors:
+        return start + "/>"
     failed = "".join(f'<q:failedAttempt type="{_escape(error.type)}">'
                      f"{_text(xml_text(error.message))}</q:failedAttempt>"
                      for error in job.past_errors)
-    return _closed(start, "q:queue", failed or None)
+    return f"{start}>{failed}</q:queue>"
 
 
 def held_info(why: str) -> str:
