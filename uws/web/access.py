@@ -1,7 +1,7 @@
 """Who may use a route, bound to each view by a decorator (not guessed from the names
 of its arguments, which a new route could spell differently and so skip the check).
 
-Authentication itself runs before every request (``app._identify``); these decide
+Authentication itself runs before every request (``app._admit``); these decide
 what an identified or anonymous caller may reach.
 """
 from __future__ import annotations

@@ -26,7 +26,9 @@ from ..store.stats import StatsStore
 from ..sweeps import Sweeps
 from ..waiting import PhaseWatch
 from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
-from .http import MAX_FORM_BYTES, UWSRequest, base_url, json_response, text
+from .headers import add_missing
+from .http import MAX_FORM_BYTES, base_url, json_response, text
+from .incoming import UWSRequest
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
 
@@ -59,9 +61,7 @@ def create_app(config=None) -> Flask:
     pages.install(app)
     identity.install(app)
     _error_handlers(app)
-    app.before_request(_usable_host)
-    app.before_request(_same_origin_only)
-    app.before_request(_identify)
+    app.before_request(_admit)
     app.after_request(_security_headers)
     _start_background(app, cfg)
     return app
@@ -136,7 +136,19 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 
+EVERY_ANSWER_HEADERS = (("X-Content-Type-Options", "nosniff"),)
+PAGE_HEADERS = (*EVERY_ANSWER_HEADERS, ("Content-Security-Policy", PAGE_POLICY),
+                ("X-Frame-Options", "DENY"), ("Referrer-Policy", "same-origin"))
+
 UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def _admit() -> None:
+    """Every request's checks, in one hook (each hook costs Flask a dispatch): a usable
+    Host, no cross-site post, and credentials that are right or absent."""
+    _usable_host()
+    _same_origin_only()
+    identity.current_caller()   # authenticated once; what it may reach is each view's guard
 
 
 def _usable_host() -> None:
@@ -163,18 +175,9 @@ def _same_origin_only() -> None:
         raise Forbidden(f"cross-site request from {source!r} refused")
 
 
-def _identify() -> None:
-    """Authenticate every request once (bad credentials: 401 wherever they are sent).
-    What a caller may reach is checked by each view's guard (uws.web.access)."""
-    identity.current_caller()
-
-
 def _security_headers(response):
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    if response.mimetype == "text/html":
-        response.headers.setdefault("Content-Security-Policy", PAGE_POLICY)
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
+    add_missing(response.headers, PAGE_HEADERS if response.mimetype == "text/html" else
+                EVERY_ANSWER_HEADERS)
     return response
 
 

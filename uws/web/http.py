@@ -1,15 +1,14 @@
 """Request parsing and response helpers shared by the routes."""
 from __future__ import annotations
 
-import codecs
 import json
 from urllib.parse import unquote_to_bytes
 
-from flask import Request, Response, current_app, request
-from werkzeug.formparser import FormDataParser, MultiPartParser
+from flask import Response, current_app, request
 
 from ..errors import BadRequest, UWSError
-from .negotiation import remembered
+from .incoming import current
+from .negotiation import url_root
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 XML_TYPE = "text/xml; charset=utf-8"
@@ -25,54 +24,6 @@ class UnsupportedMediaType(UWSError):
 def jobs_api():
     """The use-case object of this app (uws.jobs.Jobs)."""
     return current_app.extensions["uws"]
-
-
-#: A codec that decodes UTF-8 strictly whatever error handling its caller asks for:
-#: werkzeug decodes multipart text fields with "replace", which would store U+FFFD.
-STRICT_UTF8 = "uws_strict_utf8"
-
-
-def _find_codec(name: str):
-    if name != STRICT_UTF8:
-        return None
-    return codecs.CodecInfo(name=STRICT_UTF8, encode=codecs.utf_8_encode,
-                            decode=lambda data, errors="strict": codecs.utf_8_decode(
-                                data, "strict", True))
-
-
-codecs.register(_find_codec)
-
-
-class StrictMultiPartParser(MultiPartParser):
-    def get_part_charset(self, headers) -> str:
-        charset = super().get_part_charset(headers)
-        return STRICT_UTF8 if charset == "utf-8" else charset
-
-
-class StrictFormDataParser(FormDataParser):
-    """werkzeug's parser, with multipart text fields that must be UTF-8 (or declare
-    another charset werkzeug knows)."""
-
-    def _parse_multipart(self, stream, mimetype, content_length, options):
-        parser = StrictMultiPartParser(stream_factory=self.stream_factory, cls=self.cls,
-                                       max_form_memory_size=self.max_form_memory_size,
-                                       max_form_parts=self.max_form_parts)
-        boundary = options.get("boundary", "").encode("ascii")
-        if not boundary:
-            raise ValueError("Missing boundary")
-        form, files = parser.parse(stream, boundary, content_length)
-        return stream, form, files
-
-
-class UWSRequest(Request):
-    """A malformed multipart body is an error, not an empty form."""
-
-    form_data_parser_class = StrictFormDataParser
-
-    def make_form_data_parser(self):
-        parser = super().make_form_data_parser()
-        parser.silent = False
-        return parser
 
 
 def check_form_body() -> None:
@@ -181,8 +132,7 @@ def single(control: dict, name: str) -> str | None:
 
 def query_values(name: str) -> list[str]:
     """Values of a query parameter, its name matched case-insensitively."""
-    key = name.upper()
-    return [v for k, v in request.args.items(multi=True) if k.upper() == key]
+    return list(current().query_index.get(name.upper(), ()))
 
 
 def query_value(name: str) -> str | None:
@@ -195,10 +145,7 @@ def query_value(name: str) -> str | None:
 def base_url() -> str:
     """``[server] public_url``, else scheme://host[:port]/prefix/ exactly as the client
     addressed us (a Host this server answers to: see uws.hosts)."""
-    return jobs_api().config.public_url or remembered(_ROOTS, lambda: request.url_root)
-
-
-_ROOTS = "uws_url_roots"    # werkzeug rebuilds url_root at each call: 10% of a GET {job}
+    return jobs_api().config.public_url or url_root() or request.url_root
 
 
 def job_url(service: str, job_id: str) -> str:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hmac
 
-from flask import current_app, g, request
+from flask import current_app, request
 
 from ..auth import AuthConfig, token_digest
 from ..errors import BadRequest, UWSError
 from ..jobs import ANONYMOUS, Caller
+from .incoming import current
 from .passwords import PasswordGate
 
 
@@ -29,9 +30,10 @@ class Unauthorized(UWSError):
 
 def current_caller() -> Caller:
     """The caller of this request, authenticated once per request."""
-    if "uws_caller" not in g:
-        g.uws_caller = _authenticate(_auth_config())
-    return g.uws_caller
+    req = current()
+    if req.caller is None:
+        req.caller = _authenticate(_auth_config())
+    return req.caller
 
 
 def require_identity(service) -> None:
@@ -51,6 +53,8 @@ def install(app) -> None:
 
 
 def _authenticate(cfg: AuthConfig) -> Caller:
+    if not cfg.modes:
+        return ANONYMOUS    # no scheme to read
     name = _from_header(cfg) or _from_authorization(cfg)
     if not name:
         return ANONYMOUS

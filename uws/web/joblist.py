@@ -68,7 +68,7 @@ def _list_document(service: str, q, paged: bool, refs):
         return prefix + job_id
 
     if not isinstance(refs, list):
-        return choose(lambda: xml(xmlr.job_list(refs, href)),
+        return choose(lambda: xml(xmlr.job_list(refs, list_url)),
                       lambda: json_stream(jsonr.job_list(refs, href)))
     headers, tail = dict(NEGOTIATED), {}
     if paged and len(refs) == q.limit:
@@ -80,7 +80,7 @@ def _list_document(service: str, q, paged: bool, refs):
         if "next" in tail and query_values("FORMAT"):
             tail["next"] += "&FORMAT=json"      # a browser following it gets JSON again
         return json_stream(b"".join(jsonr.job_list(refs, href, tail)), headers=headers)
-    return choose(lambda: xml(b"".join(xmlr.job_list(refs, href)), headers=headers), as_json)
+    return choose(lambda: xml(b"".join(xmlr.job_list(refs, list_url)), headers=headers), as_json)
 
 
 @bp.route("/<service>", methods=["POST"], strict_slashes=False)

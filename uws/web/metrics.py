@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, g, request
+from flask import Blueprint, Flask, Response, current_app
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -26,6 +27,7 @@ from ..errors import Forbidden
 from ..phases import Phase
 from . import identity
 from .http import jobs_api
+from .incoming import current
 
 bp = Blueprint("metrics", __name__)
 _UNMATCHED = "(unmatched)"
@@ -66,19 +68,26 @@ class Metrics:
                                  "Time to build each response (a streamed body's sending excluded)",
                                  ["route", "method"], buckets=_BUCKETS, registry=self.registry)
         self.registry.register(JobCollector(job_counts))
+        # Each label set's children, looked up once (labels() validates and locks).
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
 
     def observe(self, response):
-        started = g.pop("uws_started", None)
-        if started is not None:
-            rule = request.url_rule
-            route = rule.rule if rule is not None else _UNMATCHED
-            self.requests.labels(route, request.method, str(response.status_code)).inc()
-            self.latency.labels(route, request.method).observe(time.perf_counter() - started)
+        """Count the response, and time it from the request's arrival."""
+        req = current()
+        rule = req.url_rule
+        route = rule.rule if rule is not None else _UNMATCHED
+        key = (route, req.method)
+        status = response.status_code
+        counted = self._counted.get((*key, status))
+        if counted is None:
+            counted = self._counted[(*key, status)] = self.requests.labels(*key, str(status))
+        timed = self._timed.get(key)
+        if timed is None:
+            timed = self._timed[key] = self.latency.labels(*key)
+        counted.inc()
+        timed.observe(time.perf_counter() - req.started)
         return response
-
-
-def _start_clock() -> None:
-    g.uws_started = time.perf_counter()
 
 
 @bp.route("/metrics", methods=["GET"])
@@ -101,9 +110,9 @@ def metrics_read_only():
 
 
 def install(app: Flask) -> None:
-    """The route, and the clock around every request (first in, last out)."""
+    """The route, and the count of every response (last out: the after-request hook
+    registered first runs last)."""
     store = app.extensions["uws"].store
     collected = app.extensions["uws_metrics"] = Metrics(lambda: store.job_counts())
-    app.before_request_funcs.setdefault(None, []).insert(0, _start_clock)
     app.after_request(collected.observe)
     app.register_blueprint(bp)

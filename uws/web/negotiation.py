@@ -6,6 +6,9 @@ from collections.abc import Callable
 from flask import Response, current_app, request
 from werkzeug.exceptions import BadHost
 
+from .headers import add_missing
+from .incoming import current
+
 #: Headers of a representation chosen by the Accept header (HTML, JSON or XML), for caches.
 NEGOTIATED = {"Vary": "Accept"}
 
@@ -21,8 +24,11 @@ def choose(xml: Callable[[], Response], json: Callable[[], Response],
         response = html()
     else:
         response = xml()
-    response.headers.setdefault("Vary", "Accept")
+    add_missing(response.headers, _VARY)
     return response
+
+
+_VARY = (("Vary", "Accept"),)
 
 
 def wants_html() -> bool:
@@ -36,25 +42,51 @@ def wants_html() -> bool:
     """
     if not usable_host():
         return False    # pages build links from the Host header; plain text needs none
-    accept = request.accept_mimetypes
-    if not (accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html"
-            and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])):
-        return False
-    named = _accepted_ranges(request.headers.get("Accept", ""))
-    return "application/xhtml+xml" in named or not named & {"*/*", "*"}
+    return _by_accept(current())[1]
 
 
 def wants_json() -> bool:
     """True for ``?FORMAT=json`` on a GET (what a browser's address bar can ask) or
     an Accept header that ranks JSON above XML and HTML; XML stays the default."""
-    if request.method in ("GET", "HEAD"):
-        fmt = [v for k, v in request.args.items(multi=True) if k.upper() == "FORMAT"]
+    req = current()
+    if req.method in ("GET", "HEAD") and req.query_string:
+        fmt = req.query_index.get("FORMAT")
         if fmt:
             return fmt[-1].strip().lower() in ("json", "application/json")
-    accept = request.accept_mimetypes
+    return _by_accept(req)[0]
+
+
+def _by_accept(req) -> tuple[bool, bool]:
+    """(JSON asked for, HTML asked for) by this request's Accept header, remembered
+    for each header value (clients send few): parsing one costs more than a GET's
+    other negotiation."""
+    header = req.environ.get("HTTP_ACCEPT", "")
+    try:
+        return _ACCEPT_VERDICTS[header]
+    except KeyError:
+        pass
+    if len(_ACCEPT_VERDICTS) >= MAX_VERDICTS:
+        _ACCEPT_VERDICTS.clear()
+    accept = req.accept_mimetypes
+    verdict = _ACCEPT_VERDICTS[header] = (_json_first(accept), _html_first(accept, header))
+    return verdict
+
+
+_ACCEPT_VERDICTS: dict[str, tuple[bool, bool]] = {}
+
+
+def _json_first(accept) -> bool:
     best = accept.best_match(["application/xml", "text/xml", "text/html", "application/json"])
     return best == "application/json" and accept["application/json"] > max(
         accept["application/xml"], accept["text/xml"], accept["text/html"])
+
+
+def _html_first(accept, header: str) -> bool:
+    if not (accept.best_match(["application/xml", "text/xml", "text/html"]) == "text/html"
+            and accept["text/html"] > max(accept["application/xml"], accept["text/xml"])):
+        return False
+    named = _accepted_ranges(header)
+    return "application/xhtml+xml" in named or not named & {"*/*", "*"}
 
 
 def _accepted_ranges(header: str) -> set[str]:
@@ -88,9 +120,24 @@ def host_problem() -> str | None:
     """Why this request's Host header cannot be answered, or None.  werkzeug refuses
     some names (empty labels, invalid IDNA such as ``xn--a``); the others must be one of
     this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
-    name is used, which needs no check.  The verdict is remembered for each Host (and
-    server address) it depends on: the check costs more than the rest of a GET."""
-    return remembered(_VERDICTS, _host_problem)
+    name is used, which needs no check."""
+    return _site()[0]
+
+
+def url_root() -> str | None:
+    """scheme://host[:port]/prefix/ as the client addressed us; None for a Host header
+    :func:`host_problem` refuses."""
+    return _site()[1]
+
+
+def _site() -> tuple[str | None, str | None]:
+    """(host problem, URL root) of this request, worked out once for each request, and
+    remembered for each Host (and server address) they depend on: the check costs more
+    than the rest of a GET, and werkzeug rebuilds the URL root at each call."""
+    req = current()
+    if req.site is None:
+        req.site = remembered(_SITES, _read_site)
+    return req.site
 
 
 def remembered(name: str, compute):
@@ -98,7 +145,7 @@ def remembered(name: str, compute):
     server name and port, scheme, script name), remembered per app under ``name``,
     for at most :data:`MAX_VERDICTS` addresses (many Host values, perhaps hostile:
     start afresh)."""
-    environ = request.environ
+    environ = current().environ
     key = (environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
            environ.get("wsgi.url_scheme"), environ.get("SCRIPT_NAME"))
     memory = current_app.extensions.setdefault(name, {})
@@ -112,22 +159,23 @@ def remembered(name: str, compute):
     return value
 
 
-_VERDICTS = "uws_host_verdicts"
-#: Host headers whose verdict is remembered at once, at most
+_SITES = "uws_sites"
+#: Host headers (or Accept headers) whose verdict is remembered at once, at most
 MAX_VERDICTS = 1024
 
 
-def _host_problem() -> str | None:
+def _read_site() -> tuple[str | None, str | None]:
     unusable = "the Host header does not name a usable host"
     if isinstance(request.routing_exception, BadHost):
-        return unusable
+        return unusable, None
     try:
-        if request.host.rsplit(":", 1)[0] in ("", "[]") or not request.url_root:
-            return unusable
+        root = request.url_root
+        if request.host.rsplit(":", 1)[0] in ("", "[]") or not root:
+            return unusable, None
     except ValueError:      # UnicodeError included
-        return unusable
+        return unusable, None
     if "HTTP_HOST" in request.environ and \
             not current_app.extensions["uws_hosts"].allows(request.host):
         return (f"this server does not answer to the host {request.host!r} "
-                "(its [server] allowed_hosts or public_url do not name it)")
-    return None
+                "(its [server] allowed_hosts or public_url do not name it)"), None
+    return None, root
