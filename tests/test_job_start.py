@@ -3,6 +3,8 @@ run (issue 12's job-start targets), with what they must still record."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -10,6 +12,7 @@ import sqlalchemy as sa
 from uws import timeutil
 from uws.jobs import ANONYMOUS, Caller, Control
 from uws.phases import Phase
+from uws.store import running
 
 ALICE, BOB = Caller("alice"), Caller("bob")
 
@@ -66,7 +69,9 @@ def unlimited(api, job_id: str) -> str:
     return job_id
 
 
-def test_a_job_without_an_execution_duration_starts_in_one_update(api):
+def test_a_job_without_an_execution_duration_starts_in_one_update(api, monkeypatch):
+    # However slow this machine, this claim waits for no lock: its start stands.
+    monkeypatch.setattr(running, "_LATE_START", dt.timedelta(hours=1))
     job_id = unlimited(api, queue(api))
     seen = statements(api.store, lambda: claim(api))
     assert len(job_updates(seen)) == 1
@@ -134,3 +139,30 @@ def test_an_end_whose_owner_has_a_quota_held_job_queues_it_again(api):
     assert api.store.get_job(second, "sleep", None).phase is Phase.HELD
     api.store.mark_completed(first)
     assert api.store.get_job(second, "sleep", None).phase is Phase.QUEUED
+
+
+# SQLite's one write lock makes the claim wait (on PostgreSQL it skips locked rows).
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_claim_that_waited_for_the_lock_does_not_start_the_job_before_it_was_queued(api):
+    queue(api)          # the owner has a job queued: the claim goes ahead
+    # No deadline: a claim on time writes the start with one UPDATE.
+    pending = unlimited(api, api.create("sleep", [], {}, Control(), ALICE))
+    locked, queued_at = threading.Event(), []
+
+    def queue_it_slowly():
+        with api.store.engine.begin() as conn:     # holds the write lock for a second
+            conn.execute(sa.text("UPDATE uws_job SET priority = 0 WHERE id = :id"),
+                         {"id": pending})
+            locked.set()
+            time.sleep(1.0)
+            queued_at.append(timeutil.now())
+            conn.execute(sa.text("UPDATE uws_job SET phase = 'QUEUED', priority = 5 "
+                                 "WHERE id = :id"), {"id": pending})
+
+    writer = threading.Thread(target=queue_it_slowly)
+    writer.start()
+    locked.wait()
+    claimed = claim(api)        # waits for the lock, then finds this job first
+    writer.join()
+    assert claimed == pending
+    assert api.store.get_job(pending, "sleep", None).start_time >= queued_at[0]

@@ -75,6 +75,9 @@ _LEASE_LOST = sa.select(J.c.id, J.c.service, J.c.lease_owner).where(
 _EXPIRED = (sa.select(J.c.id, J.c.service)
             .where(J.c.destruction <= sa.bindparam("now"), J.c.phase != Phase.ARCHIVED.value)
             .order_by(J.c.destruction).limit(sa.bindparam("limit")))
+#: How much later than its claim's UPDATE a job's start may be found before the start
+#: is written again (a claim that waited for the lock).
+_LATE_START = dt.timedelta(milliseconds=10)
 _STARTED = J.update().where(J.c.id == sa.bindparam("_id")).values(
     start_time=sa.bindparam("start_time"), deadline=sa.bindparam("deadline"))
 
@@ -160,13 +163,16 @@ class RunningQueries(StorePart):
                 if row is None:
                     return None
                 job_id, duration, batch_id, created, started = row
-                if duration > 0:
-                    # Read the clock only now that the row is ours, and never start
-                    # before the creation: the claim may have waited for the lock
-                    # while this very job was being created.
-                    started = max(timeutil.now(), created)
+                # The clock read once the row is ours: the claim may have waited for
+                # the lock while this job was being created or queued, and a job never
+                # starts before either.  Most claims wait for nothing and keep the
+                # start their UPDATE wrote.
+                clock = max(timeutil.now(), created)
+                if duration > 0 or clock - started > _LATE_START:
+                    started = clock
                     conn.execute(_STARTED, {"_id": job_id, "start_time": started,
-                                            "deadline": timeutil.add_seconds(started, duration)})
+                                            "deadline": timeutil.add_seconds(started, duration)
+                                            if duration > 0 else None})
                 self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
                                           Phase.EXECUTING.value, batch_id,
                                           Times(created, started, None)))
