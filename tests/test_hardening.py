@@ -119,3 +119,21 @@ def test_an_http_1_0_request_without_host_gets_urls_of_the_configured_host(serve
     head = answer.split(b"\r\n\r\n", 1)[0].decode()
     assert " 303 " in head.splitlines()[0]
     assert f"Location: http://127.0.0.1:{served}/sleep/" in head
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])     # no database involved
+@pytest.mark.parametrize("header, remembered", [("HTTP_ACCEPT", "accept"),
+                                                 ("HTTP_HOST", "host")])
+def test_huge_headers_are_judged_but_never_remembered(client, app, header, remembered):
+    # 1024 remembered 200 KiB headers would hold 200 MiB; real ones are short.
+    from uws.web import negotiation
+    huge = "x" * 200_000
+    value = f"text/html, application/{huge}" if remembered == "accept" else f"{huge}.example"
+    answer = client.get("/sleep", environ_overrides={header: value})
+    assert answer.status_code == (200 if remembered == "accept" else 400)
+    if remembered == "accept":
+        assert answer.mimetype == "text/html"       # judged all the same
+        assert value not in negotiation._ACCEPT_VERDICTS
+    else:
+        sites = app.extensions.get(negotiation._SITES, {})
+        assert not any(value in key for key in sites)

@@ -65,10 +65,12 @@ def _by_accept(req) -> tuple[bool, bool]:
         return _ACCEPT_VERDICTS[header]
     except KeyError:
         pass
-    if len(_ACCEPT_VERDICTS) >= MAX_VERDICTS:
-        _ACCEPT_VERDICTS.clear()
     accept = req.accept_mimetypes
-    verdict = _ACCEPT_VERDICTS[header] = (_json_first(accept), _html_first(accept, header))
+    verdict = (_json_first(accept), _html_first(accept, header))
+    if len(header) <= MAX_REMEMBERED_CHARS:
+        if len(_ACCEPT_VERDICTS) >= MAX_VERDICTS:
+            _ACCEPT_VERDICTS.clear()
+        _ACCEPT_VERDICTS[header] = verdict
     return verdict
 
 
@@ -153,15 +155,20 @@ def remembered(name: str, compute):
         return memory[key]
     except KeyError:
         pass
-    if len(memory) >= MAX_VERDICTS:
-        memory.clear()
-    value = memory[key] = compute()
+    value = compute()
+    if sum(len(part or "") for part in key) <= MAX_REMEMBERED_CHARS:
+        if len(memory) >= MAX_VERDICTS:
+            memory.clear()
+        memory[key] = value
     return value
 
 
 _SITES = "uws_sites"
 #: Host headers (or Accept headers) whose verdict is remembered at once, at most
 MAX_VERDICTS = 1024
+#: Longer headers are judged afresh each time, never remembered: real ones are far
+#: shorter, and a hostile client could otherwise fill the memory with 1024 huge ones.
+MAX_REMEMBERED_CHARS = 512
 
 
 def _read_site() -> tuple[str | None, str | None]:
