@@ -332,6 +332,15 @@ def test_metrics_label_routes_not_raw_paths(client):
     assert not any(r and r.startswith("/sleep/") for r in routes)
 
 
+def test_metrics_count_invented_methods_as_other(client):
+    for n in range(3):
+        client.open("/sleep", method=f"BREW{n}", headers=ALICE)
+    samples = metric_samples(client.get("/metrics", headers=ROOT).get_data(as_text=True))
+    methods = {dict(labels).get("method") for name, labels in samples
+               if name == "uws_http_requests_total"}
+    assert "other" in methods and not any(m and m.startswith("BREW") for m in methods)
+
+
 def test_metrics_are_for_administrators(client):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers=ALICE).status_code == 403

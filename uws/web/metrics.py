@@ -57,6 +57,12 @@ class JobCollector:
         yield from (jobs, queued, held)
 
 
+#: Methods that are counted by name; any other (a client's invention, answered 405 or
+#: 501) counts as "other", so that no client can add label sets without end.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+_OTHER_METHOD = "other"
+
+
 class Metrics:
     """One app's registry: its request metrics and the job collector."""
 
@@ -77,7 +83,8 @@ class Metrics:
         req = current()
         rule = req.url_rule
         route = rule.rule if rule is not None else _UNMATCHED
-        key = (route, req.method)
+        method = req.method
+        key = (route, method if method in _METHODS else _OTHER_METHOD)
         status = response.status_code
         counted = self._counted.get((*key, status))
         if counted is None:
