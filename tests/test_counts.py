@@ -361,10 +361,11 @@ def test_head_counts_each_callers_own_jobs(populated):
 
 
 def posix_locks(path: Path) -> list[str]:
-    """This process's POSIX locks on a file (Linux /proc/locks)."""
+    """This process's POSIX locks on a file (Linux /proc/locks), without each line's
+    ordinal (which moves as other processes take and drop locks), sorted."""
     inode = f":{path.stat().st_ino} "
-    return [line for line in Path("/proc/locks").read_text().splitlines()
-            if f" {os.getpid()} " in line and inode in line]
+    return sorted(line.split(None, 1)[1] for line in Path("/proc/locks").read_text().splitlines()
+                  if f" {os.getpid()} " in line and inode in line)
 
 
 def test_opening_another_store_on_a_sqlite_file_keeps_the_locks_of_the_open_one(tmp_path):
