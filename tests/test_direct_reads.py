@@ -38,7 +38,7 @@ def _a_job_with_every_field(store: Store) -> Job:
 def test_a_job_read_directly_equals_the_row_sqlalchemy_reads(store):
     job = _a_job_with_every_field(store)
     read = direct.DirectRead(store.engine, sa.select(J).where(J.c.id == sa.bindparam("id")))
-    with direct.cursor(store.engine) as cur:
+    with store.readers.cursor() as cur:
         (mine,) = read.mappings(cur, {"id": job.id})
     with store.engine.connect() as conn:
         theirs = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
@@ -85,3 +85,40 @@ def test_parameters_that_expand_are_refused(store):
     stmt = sa.select(J.c.id).where(J.c.phase.in_(sa.bindparam("p", expanding=True)))
     with pytest.raises(ValueError):
         direct.DirectRead(store.engine, stmt)
+
+
+def test_a_direct_read_sees_what_was_committed_after_the_previous_one(store):
+    job = _a_job_with_every_field(store)
+    for _ in range(3):      # the connection kept aside (SQLite) serves each read
+        assert store.phase_of(job.id, "svc", "alice") is Phase.ERROR
+    with store.engine.begin() as conn:      # another connection's commit
+        conn.execute(J.update().where(J.c.id == job.id).values(phase="ARCHIVED"))
+    assert store.phase_of(job.id, "svc", "alice") is Phase.ARCHIVED
+
+
+def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
+    readers = direct.Readers(store.engine)
+    cursors = [readers.cursor() for _ in range(direct.Readers.KEPT + 4)]
+    for c in cursors:
+        c.__enter__()
+    for c in cursors:
+        c.__exit__(None, None, None)
+    kept = direct.Readers.KEPT if store.engine.dialect.name == "sqlite" else 0
+    assert len(readers._kept) == kept
+    readers.close()
+    assert readers._kept == [] and store.engine.pool.checkedout() == 0
+
+
+def test_a_job_reads_back_its_earlier_attempts_and_its_callback(store):
+    job = Job(id="e" * 32, service="svc", owner="alice", phase=Phase.PENDING,
+              creation_time=dt.datetime(2026, 1, 2), execution_duration=60, destruction=None,
+              callback_url="https://example.org/hook")
+    store.insert_job(job)
+    store.mark_queued(job.id)
+    store.mark_executing(job.id)
+    assert store.retry_later(job.id, ErrorSummary("transient", "first try"), None, lambda n: 0)
+    got = store.get_job(job.id, "svc", "alice")
+    assert got.past_errors == [ErrorSummary("transient", "first try")]
+    assert got.callback_url == "https://example.org/hook"
+    plain = store.get_job(_a_job_with_every_field(store).id, "svc", "alice")
+    assert plain.past_errors == [] and plain.callback_url is None

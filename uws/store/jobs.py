@@ -32,6 +32,7 @@ from .running import RunningQueries
 from .stats import record_durations
 from .tables import attempt as A
 from .tables import job as J
+from .tables import job_callback as JC
 from .tables import job_bytes as B
 from .tables import parameter as P
 from .tables import result as R
@@ -56,10 +57,11 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self.change_hooks.append(self.note_freed_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
+        self.readers = direct.Readers(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
-                        ("attempts", _GET_ATTEMPTS), ("callback", callbacks.OUTCOME))}
+                        ("callback", callbacks.OUTCOME))}
         self._list_reads = {}
 
     def problem(self) -> str | None:
@@ -74,6 +76,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
     def close(self) -> None:
         if self.listener is not None:
             self.listener.stop()
+        self.readers.close()
         self.engine.dispose()
 
     def listen(self, sink: ChangeSink) -> None:
@@ -154,19 +157,17 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
         key = {"id": job_id, "service": service, "owner": owner}
-        with direct.cursor(self.engine) as cur:
+        with self.readers.cursor() as cur:
             rows = self._reads["any" if owner is None else "owned"].mappings(cur, key)
             if not rows:
                 return None
             row = rows[0]
             parts = self._reads["parts"].rows(cur, key)
-            tried = self._reads["attempts"].rows(cur, key) if row["start_time"] or \
-                row["start_after"] else []     # a job never started was never retried
-            named = self._reads["callback"].mappings(cur, key)
+            named = self._reads["callback"].mappings(cur, key) if row["has_callback"] else []
         params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
         results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
         job = _job(row, params, results)
-        job.past_errors = [ErrorSummary(kind, message) for kind, message in tried]
+        job.past_errors = [ErrorSummary(a, b) for part, _, a, b, _, _, _ in parts if part == 2]
         if named:
             job.callback = callbacks.outcome(named[0])
             job.callback_url = job.callback.url
@@ -180,7 +181,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
     def phase_of(self, job_id: str, service: str, owner: str | None) -> Phase | None:
         """The job's phase if it exists in ``service`` for ``owner`` (one indexed read)."""
         key = {"id": job_id, "service": service, "owner": owner}
-        with direct.cursor(self.engine) as cur:
+        with self.readers.cursor() as cur:
             rows = self._reads["phase" if owner is None else "owned phase"].rows(cur, key)
         return _PHASE[rows[0][0]] if rows else None
 
@@ -397,7 +398,9 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
 # Hot statements, built once: only their parameters change between requests.
 _ID = (J.c.id == sa.bindparam("id"), J.c.service == sa.bindparam("service"))
 _OWNED = J.c.owner == sa.bindparam("owner")
-_GET_ANY = sa.select(J).where(*_ID)
+# The job's row, and whether it named a CALLBACK (most did not: no read of it then).
+_GET_ANY = sa.select(J, sa.exists().where(JC.c.job_id == J.c.id).label("has_callback")
+                     ).where(*_ID)
 _GET_OWNED = _GET_ANY.where(_OWNED)
 _PHASE_ANY = sa.select(J.c.phase).where(*_ID)
 _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
@@ -421,9 +424,8 @@ _DELETES = {
     ).returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)
     for by_service in (False, True) for by_owner in (False, True)}
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
-_GET_ATTEMPTS = (sa.select(A.c.error_type, A.c.error_message)
-                 .where(A.c.job_id == sa.bindparam("id")).order_by(A.c.attempt))
-# A job's parameters (part 0) and results (part 1), in order, in one read.
+# A job's parameters (part 0), results (part 1) and its earlier attempts' errors
+# (part 2), in order, in one read.
 _GET_PARTS = sa.union_all(
     sa.select(sa.literal(0).label("part"), P.c.seq, P.c.name.label("a"), P.c.value.label("b"),
               P.c.by_reference.label("flag"), sa.null().label("mime"),
@@ -431,6 +433,9 @@ _GET_PARTS = sa.union_all(
     .where(P.c.job_id == sa.bindparam("id")),
     sa.select(sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(), R.c.mime_type, R.c.size)
     .where(R.c.job_id == sa.bindparam("id")),
+    sa.select(sa.literal(2), A.c.attempt, A.c.error_type, A.c.error_message, sa.null(),
+              sa.null(), sa.null())
+    .where(A.c.job_id == sa.bindparam("id")),
 ).order_by("part", "seq")
 
 

@@ -22,6 +22,7 @@ _PHASE = {p.value: p for p in Phase}
 class ListQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
+    readers: direct.Readers
     _list_reads: dict[tuple, direct.DirectRead]     # one per shape of list, made when first used
 
     def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:
@@ -38,7 +39,7 @@ class ListQueries:
         if read is None:
             read = self._list_reads[shape] = direct.DirectRead(self.engine,
                                                                 _list_statement(*shape))
-        with direct.cursor(self.engine) as cur:
+        with self.readers.cursor() as cur:
             return read.rows(cur, params)
 
     def iter_jobs(self, service: str, owner: str | None, q: ListQuery,

@@ -85,6 +85,7 @@ _STARTED = J.update().where(J.c.id == sa.bindparam("_id")).values(
 class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
     _reads: dict[str, direct.DirectRead]                     # uws.store.jobs
+    readers: direct.Readers
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
@@ -290,6 +291,6 @@ class RunningQueries(StorePart):
         read = self._reads.get("service")
         if read is None:    # read directly: the executor asks twice per job
             read = self._reads["service"] = direct.DirectRead(self.engine, _SERVICE_OF)
-        with direct.cursor(self.engine) as cur:
+        with self.readers.cursor() as cur:
             rows = read.rows(cur, {"_id": job_id})
         return rows[0][0] if rows else None

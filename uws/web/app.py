@@ -35,6 +35,21 @@ from .passwords import RetryLater
 log = logging.getLogger(__name__)
 
 
+class App(Flask):
+    """Flask, remembering which views and hooks are coroutines: it asks ``inspect``
+    about each of them every time it calls one (a few times a request)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._as_sync: dict = {}
+
+    def ensure_sync(self, func):
+        made = self._as_sync.get(func)
+        if made is None:
+            made = self._as_sync[func] = super().ensure_sync(func)
+        return made
+
+
 def create_app(config=None) -> Flask:
     """Build the app from a Config, a dict shaped like the TOML file, a path to
     one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide).
@@ -42,7 +57,7 @@ def create_app(config=None) -> Flask:
     Raises :class:`uws.config.ConfigError` for a configuration that cannot be
     used, before anything starts."""
     cfg = _as_config(config)
-    app = Flask(__name__, template_folder=str(templates_dir()), static_folder=None)
+    app = App(__name__, template_folder=str(templates_dir()), static_folder=None)
     # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
