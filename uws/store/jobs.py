@@ -32,8 +32,8 @@ from .running import RunningQueries
 from .stats import record_durations
 from .tables import attempt as A
 from .tables import job as J
-from .tables import job_callback as JC
 from .tables import job_bytes as B
+from .tables import job_callback as JC
 from .tables import parameter as P
 from .tables import result as R
 
