@@ -1,5 +1,5 @@
-"""The hottest reads bypass SQLAlchemy's execution (uws.store.direct): they must
-return exactly what SQLAlchemy would, on both databases."""
+"""The hottest reads and writes bypass SQLAlchemy's execution (uws.store.direct):
+they must read and write exactly what SQLAlchemy would, on both databases."""
 import datetime as dt
 
 import pytest
@@ -122,3 +122,35 @@ def test_a_job_reads_back_its_earlier_attempts_and_its_callback(store):
     assert got.callback_url == "https://example.org/hook"
     plain = store.get_job(_a_job_with_every_field(store).id, "svc", "alice")
     assert plain.past_errors == [] and plain.callback_url is None
+
+
+def test_a_row_written_directly_equals_the_row_sqlalchemy_writes(store):
+    job = _a_job_with_every_field(store)
+    with store.engine.connect() as conn:
+        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    copies = {"d" * 32: direct.DirectWrite(J.insert()).run, "c" * 32: None}
+    for new_id, run in copies.items():
+        with store.engine.begin() as conn:
+            if run is None:
+                conn.execute(J.insert(), {**row, "id": new_id})
+            else:
+                run(conn, {**row, "id": new_id})
+    with store.engine.connect() as conn:
+        mine, theirs = (dict(conn.execute(sa.select(J).where(J.c.id == i)).one()._mapping)
+                        for i in copies)
+    assert {**mine, "id": ""} == {**theirs, "id": ""} == {**row, "id": ""}
+
+
+def test_a_direct_write_rolls_back_with_its_transaction(store):
+    job = _a_job_with_every_field(store)
+    with store.engine.connect() as conn:
+        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    with pytest.raises(RuntimeError), store.engine.begin() as conn:
+        direct.DirectWrite(J.insert()).run(conn, {**row, "id": "b" * 32})
+        raise RuntimeError("something later in the transaction failed")
+    assert store.get_job("b" * 32, "svc", None) is None
+
+
+def test_a_direct_write_refuses_to_leave_out_a_column_with_a_default(store):
+    with store.engine.begin() as conn, pytest.raises(ValueError, match="priority"):
+        direct.DirectWrite(J.insert()).run(conn, {"id": "a" * 32, "service": "svc"})

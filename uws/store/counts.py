@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..phases import Phase
+from .direct import DirectWrite
 from .tables import job as J
 from .tables import job_count as C
 
@@ -38,7 +39,7 @@ def bump(conn: sa.Connection, deltas: Iterable[tuple[Key, int]]) -> None:
     rows = [{"service": s, "owner": o, "phase": p, "slot": slot, "n": d}
             for (s, o, p, slot), d in sorted(deltas) if d]
     if rows:    # one statement per row, in order (a many-row VALUES is not cached)
-        conn.execute(_UPSERT[conn.dialect.name], rows[0] if len(rows) == 1 else rows)
+        _UPSERT[conn.dialect.name].run(conn, rows[0] if len(rows) == 1 else rows)
 
 
 def tally(rows: Iterable[tuple[str, str, str, str]]) -> list[tuple[Key, int]]:
@@ -121,7 +122,8 @@ def _upsert(insert) -> sa.Insert:
                                       set_={"n": C.c.n + base.excluded.n})
 
 
-_UPSERT = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+_UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
+           "sqlite": DirectWrite(_upsert(sqlite.insert))}
 
 
 def _total_statement(scoped: bool, phases: bool):

@@ -1,10 +1,13 @@
-"""Reads run on the database driver's cursor directly, for the hottest queries.
+"""The hottest statements run on the database driver's cursor directly.
 
 A :class:`DirectRead` is a SELECT compiled once for the engine's dialect: the same
 SQL and the same conversions of values as SQLAlchemy's own execution, without its
 per-statement bookkeeping, which costs more than SQLite's work on a read by primary
-key (a job read: 80 µs through SQLAlchemy, 30 µs directly).  Writes stay with
-SQLAlchemy, whose transactions the rest of the store relies on.
+key (a job read: 80 µs through SQLAlchemy, 30 µs directly).
+
+A :class:`DirectWrite` is an INSERT or UPDATE run the same way inside a transaction
+SQLAlchemy began (on its connection, so it commits or rolls back with the rest): the
+rows every creation and phase change writes (the job, its counters, its event).
 """
 from __future__ import annotations
 
@@ -16,42 +19,55 @@ from typing import Any
 import sqlalchemy as sa
 
 
+class _Binds:
+    """The driver's parameters of a compiled statement, from values by name."""
+
+    def __init__(self, compiled: sa.sql.compiler.Compiled, dialect: sa.Dialect):
+        binds = compiled.binds      # type: ignore[attr-defined]
+        self.sql = compiled.string
+        self._defaults = {name: bind.value for name, bind in binds.items()
+                          if bind.value is not None}
+        self._convert: dict[str, Any] = {}
+        for name, bind in binds.items():
+            if bind.expanding or bind.literal_execute:
+                raise ValueError(f"{name}: only plain parameters are run directly")
+            to_driver = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if to_driver is not None:
+                self._convert[name] = to_driver
+        order = compiled.positiontup    # type: ignore[attr-defined]
+        self._pick = _picker(list(order) if dialect.positional and order is not None
+                             else None)
+
+    def of(self, params: dict[str, Any]):
+        """The parameters for ``params`` (every parameter without a default given;
+        unused names are ignored), each value converted as SQLAlchemy would."""
+        values = {**self._defaults, **params} if self._defaults else params
+        if self._convert:
+            values = dict(values)
+            for name, to_driver in self._convert.items():
+                value = values.get(name)
+                if value is not None:
+                    values[name] = to_driver(value)
+        return values if self._pick is None else self._pick(values)
+
+
 class DirectRead:
     def __init__(self, engine: sa.Engine, stmt: sa.Select | sa.CompoundSelect):
         dialect = engine.dialect
-        compiled = stmt.compile(dialect=dialect)
-        self.sql = compiled.string
+        self._binds = _Binds(stmt.compile(dialect=dialect), dialect)
+        self.sql = self._binds.sql
         self.names = [str(c.key) for c in stmt.selected_columns]
         self._dialect = dialect
         self._impls = [c.type.dialect_impl(dialect) for c in stmt.selected_columns]
         # (column index, conversion) of the columns that need one, known at the first
         # execution (type codes)
         self._convert: list[tuple[int, Any]] | None = None
-        self._defaults = {name: bind.value for name, bind in compiled.binds.items()
-                          if bind.value is not None}
-        self._bind_convert: dict[str, Any] = {}
-        for name, bind in compiled.binds.items():
-            if bind.expanding or bind.literal_execute:
-                raise ValueError(f"{name}: only plain parameters are read directly")
-            to_driver = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if to_driver is not None:
-                self._bind_convert[name] = to_driver
-        order = compiled.positiontup
-        self._order = list(order) if dialect.positional and order is not None else None
-        self._pick = _picker(self._order)
 
     def rows(self, cursor, params: dict[str, Any]) -> list[Sequence[Any]]:
         """The rows for ``params`` (values by parameter name, every parameter without
         a default given; unused names are ignored), each value converted as
         SQLAlchemy would."""
-        values = {**self._defaults, **params} if self._defaults else params
-        if self._bind_convert:
-            values = dict(values)
-            for name, to_driver in self._bind_convert.items():
-                value = values.get(name)
-                if value is not None:
-                    values[name] = to_driver(value)
-        cursor.execute(self.sql, values if self._pick is None else self._pick(values))
+        cursor.execute(self.sql, self._binds.of(params))
         rows = cursor.fetchall()
         convert = self._convert
         if convert is None:     # PostgreSQL's numeric conversions depend on the type code
@@ -72,6 +88,39 @@ class DirectRead:
 
     def mappings(self, cursor, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [dict(zip(self.names, row)) for row in self.rows(cursor, params)]
+
+
+class DirectWrite:
+    """A write, compiled once per dialect and set of columns given, run by :meth:`run`
+    in the transaction of a SQLAlchemy connection."""
+
+    def __init__(self, stmt: sa.Insert | sa.Update):
+        self._stmt = stmt
+        self._binds: dict[tuple[str, tuple[str, ...]], _Binds] = {}
+
+    def run(self, conn: sa.Connection, params: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Write with ``params``, or once per item of a list of them (all with the same
+        names) in one call."""
+        rows = [params] if isinstance(params, dict) else list(params)
+        key = (conn.dialect.name, tuple(rows[0]))
+        binds = self._binds.get(key)
+        if binds is None:
+            binds = self._binds[key] = self._compile(conn.dialect, list(rows[0]))
+        cursor = conn.connection.cursor()
+        try:
+            if len(rows) == 1:
+                cursor.execute(binds.sql, binds.of(rows[0]))
+            else:
+                cursor.executemany(binds.sql, [binds.of(row) for row in rows])
+        finally:
+            cursor.close()
+
+    def _compile(self, dialect: sa.Dialect, names: list[str]) -> _Binds:
+        compiled = self._stmt.compile(dialect=dialect, column_keys=names)
+        defaulted = [*compiled.insert_prefetch, *compiled.update_prefetch]
+        if defaulted:   # SQLAlchemy computes these at execution: give them instead
+            raise ValueError(f"no value given for {', '.join(c.name for c in defaulted)}")
+        return _Binds(compiled, dialect)
 
 
 def _picker(order: list[str] | None):

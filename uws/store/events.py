@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from .. import timeutil
 from ..events import EventPage, JobEvent
 from .changes import Change, ManyHook
+from .direct import DirectWrite
 from .notify import announce
 from .tables import event as E
 
@@ -49,7 +50,8 @@ _COLUMNS = (E.c.seq, E.c.time, E.c.service, E.c.owner, E.c.job_id, E.c.batch_id,
 
 #: One compiled INSERT per backend, the rows as parameters (a list of VALUES would be
 #: compiled anew on every call); on PostgreSQL each row takes its transaction's id.
-_INSERT = {"postgresql": E.insert().values(xid=_XID), "sqlite": E.insert().values(xid=0)}
+_INSERT = {"postgresql": DirectWrite(E.insert().values(xid=_XID)),
+           "sqlite": DirectWrite(E.insert().values(xid=0))}
 
 
 def _record(conn: sa.Connection, changes: Sequence[Change]) -> None:
@@ -58,7 +60,7 @@ def _record(conn: sa.Connection, changes: Sequence[Change]) -> None:
     if not changes:
         return
     now = timeutil.now()
-    conn.execute(_INSERT[conn.dialect.name], [
+    _INSERT[conn.dialect.name].run(conn, [
         {"time": now, "service": change.service, "owner": change.owner,
          "job_id": change.job_id, "batch_id": change.batch_id, "old_phase": change.old,
          "new_phase": change.new} for change in changes])
@@ -73,7 +75,7 @@ record = ManyHook(_record)
 def record_progress(conn: sa.Connection, job_id: str, service: str, owner: str,
                     percent: float | None) -> None:
     """Log a progress report of an EXECUTING job (old and new phase both EXECUTING)."""
-    conn.execute(_INSERT[conn.dialect.name], {
+    _INSERT[conn.dialect.name].run(conn, {
         "time": timeutil.now(), "service": service, "owner": owner, "job_id": job_id,
         "old_phase": "EXECUTING", "new_phase": "EXECUTING", "progress": percent})
     if conn.dialect.name == "postgresql":

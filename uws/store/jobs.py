@@ -115,10 +115,10 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         with self.engine.begin() as conn:
             if limited:
                 self._serialise_owner(conn, job.service, job.owner)
-            conn.execute(_INSERT_JOB, _job_row(job))
+            _INSERT_JOB.run(conn, _job_row(job))
             if job.parameters:
-                conn.execute(P.insert(), _param_rows(job.id, job.parameters, 0))
-            conn.execute(B.insert().values(job_id=job.id, bytes=stored_bytes))
+                _INSERT_PARAMS.run(conn, _param_rows(job.id, job.parameters, 0))
+            _INSERT_BYTES.run(conn, {"job_id": job.id, "bytes": stored_bytes})
             if job.callback_url is not None:
                 callbacks.name(conn, job.id, job.callback_url)
             self._record(conn, Change(job.id, job.service, job.owner, None, job.phase.value))
@@ -404,7 +404,9 @@ _GET_ANY = sa.select(J, sa.exists().where(JC.c.job_id == J.c.id).label("has_call
 _GET_OWNED = _GET_ANY.where(_OWNED)
 _PHASE_ANY = sa.select(J.c.phase).where(*_ID)
 _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
-_INSERT_JOB = J.insert()
+_INSERT_JOB = direct.DirectWrite(J.insert())
+_INSERT_PARAMS = direct.DirectWrite(P.insert())
+_INSERT_BYTES = direct.DirectWrite(B.insert())
 _THE_JOB = J.c.id == sa.bindparam("_id")
 _OWNED_BY = sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB)
 _SET_BYTES = B.update().where(B.c.job_id == sa.bindparam("_id")).values(

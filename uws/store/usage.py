@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..phases import Phase
 from .counts import slot_of
+from .direct import DirectWrite
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import owner_bytes as O
@@ -24,8 +25,8 @@ from .tables import owner_bytes as O
 def add(conn: sa.Connection, service: str, owner: str, job_id: str, delta: int) -> None:
     """Add ``delta`` bytes to the owner's total (in the job's slot)."""
     if delta:
-        conn.execute(_UPSERT[conn.dialect.name], {"service": service, "owner": owner,
-                                                  "slot": slot_of(job_id), "bytes": delta})
+        _UPSERT[conn.dialect.name].run(conn, {"service": service, "owner": owner,
+                                              "slot": slot_of(job_id), "bytes": delta})
 
 
 def total(conn: sa.Connection, service: str, owner: str) -> int:
@@ -67,7 +68,8 @@ def _upsert(insert) -> sa.Insert:
                                       set_={"bytes": O.c.bytes + base.excluded.bytes})
 
 
-_UPSERT = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+_UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
+           "sqlite": DirectWrite(_upsert(sqlite.insert))}
 _TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
     O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
 _LOCK = (B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
