@@ -35,12 +35,18 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 
 class Reporter:
+    """Writes whole lines straight to the descriptor: a text file object over it would
+    cost each job ~0.3 ms to set up (the io and codecs code it runs for the first time
+    in a freshly forked process)."""
+
     def __init__(self, fd: int):
-        self._out = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+        self._fd = fd
 
     def send(self, *words) -> None:
         line = " ".join(str(w) for w in words)
-        self._out.write(line.replace("\n", " ").replace("\r", " ") + "\n")
+        data = (line.replace("\n", " ").replace("\r", " ") + "\n").encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self._fd, data):]
 
 
 class ChildContext:
