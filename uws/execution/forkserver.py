@@ -65,8 +65,9 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     os.set_inheritable(sock.fileno(), False)
     failed = _import_runners(argv[1:])
-    global _job_id_room
+    global _job_id_room, _own_environment
     _job_id_room = _find_job_id_room()
+    _own_environment = dict(os.environ)     # never changed here
     # What is imported now is shared with every job until written to: keep the jobs'
     # garbage collector off it (its passes would touch, so copy, every object's page).
     gc.freeze()
@@ -146,10 +147,11 @@ def _be_the_job(request: dict, fds: list[int], server: int) -> None:
 
 
 def _job_process(request: dict, fds: list[int], server: int) -> int:
-    from .child import die_with_parent
-    from .child import main as child_main
+    # the module imported in main(), not an import statement: that runs the import
+    # machinery, for the first time in this process, in every job
+    child = sys.modules["uws.execution.child"]
     os.setsid()
-    die_with_parent(signal.SIGTERM)     # child_main sets it again; no gap before it
+    child.die_with_parent(signal.SIGTERM)   # child.main sets it again; no gap before it
     if os.getppid() != server:
         os._exit(1)                     # the fork server died in between
     signal.set_wakeup_fd(-1)
@@ -162,8 +164,8 @@ def _job_process(request: dict, fds: list[int], server: int) -> int:
     _show_job_id(request["env"].get("UWS_JOB_ID", ""))
     _replace_environment(request["env"])
     sys.path[0] = request["cwd"]        # as for ``python -m`` started there
-    sys.argv = [sys.modules["uws.execution.child"].__file__ or "child"]
-    return child_main()
+    sys.argv = [child.__file__ or "child"]
+    return child.main()
 
 
 def _show_job_id(job_id: str) -> None:
@@ -190,13 +192,17 @@ _job_id_room: int | None = None     # set by main()
 
 
 def _replace_environment(env: dict[str, str]) -> None:
-    """os.environ becomes ``env``, changing only what differs: the fork server's own is a
-    job's already (its names, most values), and each change is a putenv or unsetenv."""
-    for name in os.environ.keys() - env.keys():
+    """os.environ becomes ``env``, changing only what differs from the fork server's
+    own (a job's already: its names, most values), compared with a plain copy of it:
+    reading os.environ itself runs its mapping code on every name."""
+    for name in _own_environment.keys() - env.keys():
         del os.environ[name]
     for name, value in env.items():
-        if os.environ.get(name) != value:
+        if _own_environment.get(name) != value:
             os.environ[name] = value
+
+
+_own_environment: dict[str, str] = {}     # set by main()
 
 
 def _dup_high(fd: int) -> int:
