@@ -110,7 +110,7 @@ def _record(forks: int | None) -> subprocess.Popen | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=50)
-    ap.add_argument("--burst", type=int, default=200)
+    ap.add_argument("--burst", type=int, default=200, help="0: none")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="uws-jobstart-"))
@@ -125,7 +125,8 @@ def main() -> None:
             lat = [run_one(clients.http[0], url) for _ in range(args.rounds)]
             print(f"  create+RUN -> COMPLETED: p50 {percentile(lat, 50):6.2f} ms, "
                   f"p90 {percentile(lat, 90):6.2f} ms", flush=True)
-            burst(server, clients, args.burst)
+            if args.burst:
+                burst(server, clients, args.burst)
     finally:
         clients.close()
         server.stop()
