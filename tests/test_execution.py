@@ -394,3 +394,32 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll()
         with executor._wake:
             executor._wake.notify_all()
         worker.join(5)
+
+
+def test_a_report_is_one_line_of_utf8_whatever_its_message_holds():
+    import os
+
+    from uws.execution.child import Reporter
+    read_end, write_end = os.pipe()
+    try:
+        Reporter(write_end).send("progress", 50.0, "a\nb\rc \udcff é")
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as channel:
+        assert channel.read() == "progress 50.0 a b c ? é\n".encode()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_only_a_job_not_recorded_completed_is_looked_up_for_a_delete_during_its_run(
+        client, api, monkeypatch, fail):
+    # A job recorded COMPLETED was there at that commit: a delete since removed its
+    # directory, which nothing writes to any more. Any other end is checked.
+    executor, looked_up = api.executor, []
+    check = executor._forget_if_deleted
+    monkeypatch.setattr(executor, "_forget_if_deleted",
+                        lambda job_id: looked_up.append(job_id) or check(job_id))
+    path = start(client, "sleep", DURATION="0", FAIL=str(fail).lower())
+    settle(client, path)
+    wait_for(lambda: not executor.running_ids)
+    assert phase(client, path) == ("ERROR" if fail else "COMPLETED")
+    assert looked_up == ([path.rsplit("/", 1)[1]] if fail else [])

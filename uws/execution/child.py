@@ -35,12 +35,18 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 
 class Reporter:
+    """Writes whole lines straight to the descriptor: a text file object over it would
+    cost each job ~0.3 ms to set up (the io and codecs code it runs for the first time
+    in a freshly forked process)."""
+
     def __init__(self, fd: int):
-        self._out = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+        self._fd = fd
 
     def send(self, *words) -> None:
         line = " ".join(str(w) for w in words)
-        self._out.write(line.replace("\n", " ").replace("\r", " ") + "\n")
+        data = (line.replace("\n", " ").replace("\r", " ") + "\n").encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self._fd, data):]
 
 
 class ChildContext:
@@ -153,10 +159,19 @@ def run_task(task: dict, fd: int) -> int:
     return run_callable(task, reporter)
 
 
+def _read_all(fd: int) -> bytes:
+    """All of ``fd`` up to its end, read without a file object (less code run for
+    the first time in a freshly forked job)."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def main() -> int:
     os.umask(0o077)     # what a job writes is private to the server's user
     die_with_parent(signal.SIGTERM)     # the supervisor cleans up, then dies
-    task = json.loads(sys.stdin.read())
+    task = json.loads(_read_all(sys.stdin.fileno()))
     fd = int(os.environ[REPORT_FD_ENV])
     os.chdir(task["workdir"])
     if task.get("max_file_bytes"):

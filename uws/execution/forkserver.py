@@ -24,6 +24,7 @@ executor sees its jobs as lost (:mod:`.lost`) and starts a new one.
 """
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import functools
 import gc
@@ -36,7 +37,7 @@ import sys
 import threading
 
 from .clone import fork_into
-from .supervisor import exit_after
+from .supervisor import exit_after, set_handler
 
 MAX_MESSAGE = 1 << 20
 #: the fork server's own UWS_JOB_ID: room that a forked job overwrites with its id
@@ -64,6 +65,9 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     os.set_inheritable(sock.fileno(), False)
     failed = _import_runners(argv[1:])
+    global _job_id_room, _own_environment
+    _job_id_room = _find_job_id_room()
+    _own_environment = dict(os.environ)     # never changed here
     # What is imported now is shared with every job until written to: keep the jobs'
     # garbage collector off it (its passes would touch, so copy, every object's page).
     gc.freeze()
@@ -143,26 +147,25 @@ def _be_the_job(request: dict, fds: list[int], server: int) -> None:
 
 
 def _job_process(request: dict, fds: list[int], server: int) -> int:
-    from .child import die_with_parent
-    from .child import main as child_main
+    # the module imported in main(), not an import statement: that runs the import
+    # machinery, for the first time in this process, in every job
+    child = sys.modules["uws.execution.child"]
     os.setsid()
-    die_with_parent(signal.SIGTERM)     # child_main sets it again; no gap before it
+    child.die_with_parent(signal.SIGTERM)   # child.main sets it again; no gap before it
     if os.getppid() != server:
         os._exit(1)                     # the fork server died in between
     signal.set_wakeup_fd(-1)
-    for signum in (signal.SIGCHLD, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD
-                      else signal.default_int_handler)
+    set_handler(signal.SIGCHLD, signal.SIG_DFL)
+    set_handler(signal.SIGINT, signal.default_int_handler)
     for target, fd in enumerate([_dup_high(fd) for fd in fds]):
         os.dup2(fd, target)     # inheritable: a command runner keeps them over exec
     os.closerange(JOB_FDS, os.sysconf("SC_OPEN_MAX"))   # nothing else of ours
     os.chdir(request["cwd"])
     _show_job_id(request["env"].get("UWS_JOB_ID", ""))
-    os.environ.clear()
-    os.environ.update(request["env"])
+    _replace_environment(request["env"])
     sys.path[0] = request["cwd"]        # as for ``python -m`` started there
-    sys.argv = [sys.modules["uws.execution.child"].__file__ or "child"]
-    return child_main()
+    sys.argv = [child.__file__ or "child"]
+    return child.main()
 
 
 def _show_job_id(job_id: str) -> None:
@@ -172,13 +175,34 @@ def _show_job_id(job_id: str) -> None:
     That file shows the environment this process was *exec'd* with, not os.environ:
     the fork server was started with UWS_JOB_ID set to :data:`JOB_ID_ROOM`, whose
     bytes (still where exec put them; getenv points there) are overwritten in place."""
-    import ctypes
     raw = job_id.encode()
+    if _job_id_room and len(raw) < len(JOB_ID_ROOM):
+        ctypes.memmove(_job_id_room, raw + b"\0", len(raw) + 1)
+
+
+def _find_job_id_room() -> int | None:
+    """Where getenv finds UWS_JOB_ID's value: looked up once, in the fork server (the
+    address is the same in each job it forks)."""
     libc = ctypes.CDLL(None)
     libc.getenv.restype = ctypes.c_void_p
-    where = libc.getenv(b"UWS_JOB_ID")
-    if where and len(raw) < len(JOB_ID_ROOM):
-        ctypes.memmove(where, raw + b"\0", len(raw) + 1)
+    return libc.getenv(b"UWS_JOB_ID")
+
+
+_job_id_room: int | None = None     # set by main()
+
+
+def _replace_environment(env: dict[str, str]) -> None:
+    """os.environ becomes ``env``, changing only what differs from the fork server's
+    own (a job's already: its names, most values), compared with a plain copy of it:
+    reading os.environ itself runs its mapping code on every name."""
+    for name in _own_environment.keys() - env.keys():
+        del os.environ[name]
+    for name, value in env.items():
+        if _own_environment.get(name) != value:
+            os.environ[name] = value
+
+
+_own_environment: dict[str, str] = {}     # set by main()
 
 
 def _dup_high(fd: int) -> int:

@@ -230,7 +230,7 @@ class ProcessExecutor(Executor):
             self._running[job_id] = running
         if self._stopping.is_set():
             self._kill(running)     # stop() ran while this job was starting
-        followed = False
+        followed = completed = False
         try:
             task = task_of(job, service, self.files, self.config.max_upload_bytes)
             send_task(process, task)
@@ -240,12 +240,13 @@ class ProcessExecutor(Executor):
             process.wait()
             lost_it = isinstance(process, ForkedJob) and process.lost
             self._end_leftovers(running, thorough=held_open or running.killed or lost_it)
-            self._finish(running, reader, service)
+            completed = self._finish(running, reader, service)
         finally:
             if not followed:
                 os.close(read_fd)
             try:
-                self._forget_if_deleted(job_id)
+                if not completed:
+                    self._forget_if_deleted(job_id)
             finally:    # last, so a job no longer running has been tidied up
                 with self._lock:
                     self._running.pop(job_id, None)
@@ -304,7 +305,10 @@ class ProcessExecutor(Executor):
         self.files.remove(job_id)
         return True
 
-    def _finish(self, running: Running, reader, service) -> None:
+    def _finish(self, running: Running, reader, service) -> bool:
+        """Record how the job ended.  True when it recorded it COMPLETED: the job was
+        there at that commit and nothing writes into its directory any more, so a
+        delete since has removed the directory for good (no read to check for one)."""
         job_id, code = running.job_id, running.process.returncode
         usage = None
         try:
@@ -312,22 +316,22 @@ class ProcessExecutor(Executor):
                 if self._stopping.is_set():     # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running")
-                return      # aborted, out of time, destroyed or oversize: phase already set
+                return False    # aborted, out of time, destroyed or oversize: phase already set
             if isinstance(running.process, ForkedJob) and running.process.lost:
                 lost.release(self.store, service, job_id,
                              "the fork server that started the job died while it ran")
-                return
+                return False
             usage = self.files.usage(job_id)     # final: the job has ended
             excess = self._excess(job_id, service, usage)
             message = excess or _failure(code or 0, reader)
             if message is None:
-                self.store.mark_completed(job_id)
-                return
+                return self.store.mark_completed(job_id)
             detail = _tail(self.files.job_dir(job_id) / "stderr.log") or None
             transient = not excess and (reader.transient or code in service.retry_exit_codes)
             if self._fail(running, service, ErrorSummary(
                     "transient" if transient else "fatal", message, detail)):
                 usage = None    # its results went
+            return False
         finally:
             self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
 

@@ -3,6 +3,7 @@ but what the runner contract documents) and its task, as JSON on stdin."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -60,7 +61,7 @@ def task_of(job, service, files, max_bytes: int) -> dict:
             # no single file may outgrow the larger limit (RLIMIT_FSIZE): the monitor
             # then need not catch one huge write in time
             "max_file_bytes": max(service.max_result_bytes, service.max_log_bytes) + 1,
-            "specs": [dataclasses.asdict(s) for s in service.parameters]}
+            "specs": _spec_rows(service.parameters)}
     if service.command:
         # A file reaches a command as a local path: an upload's, or where the
         # child fetches a URL to before the command starts (never the URL itself).
@@ -78,6 +79,13 @@ def task_of(job, service, files, max_bytes: int) -> dict:
     else:
         task["runner"] = service.runner
     return task
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_rows(specs: tuple) -> tuple[dict, ...]:
+    """A service's parameter declarations as the child reads them: the same for each
+    of its jobs, and dataclasses.asdict is a good part of building a task."""
+    return tuple(dataclasses.asdict(s) for s in specs)
 
 
 def send_task(process, task: dict) -> None:
