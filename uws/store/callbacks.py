@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from .. import callbacks, phases, timeutil
 from .changes import Change, ManyHook, chunks
+from .direct import DirectWrite
 from .tables import callback as C
 from .tables import job as J
 from .tables import job_callback as JC
@@ -40,17 +41,25 @@ def _enqueue(conn: sa.Connection, changes: Sequence[Change]) -> None:
     gone = [c.job_id for c in changes if c.new is None]
     ended = [c.job_id for c in changes
              if c.old is not None and c.new in _ENDED and c.old != c.new]
-    for part in chunks(gone):
-        conn.execute(_FORGET, {"ids": list(part)})
     now = timeutil.now()
-    for part in chunks(ended):
-        conn.execute(_ENQUEUE, {"ids": list(part), "now": now})
+    if len(gone) == 1:      # one job's change (most): a statement compiled once
+        _FORGET_ONE.run(conn, {"id": gone[0]})
+    else:
+        for part in chunks(gone):
+            conn.execute(_FORGET, {"ids": list(part)})
+    if len(ended) == 1:
+        _ENQUEUE_ONE.run(conn, {"id": ended[0], "now": now})
+    else:
+        for part in chunks(ended):
+            conn.execute(_ENQUEUE, {"ids": list(part), "now": now})
 
 
 #: The change hook (see uws.store.changes).
 enqueue = ManyHook(_enqueue)
 _FORGET = C.delete().where(C.c.subject_kind == JOB,
                            C.c.subject_id.in_(sa.bindparam("ids", expanding=True)))
+_FORGET_ONE = DirectWrite(C.delete().where(C.c.subject_kind == JOB,
+                                           C.c.subject_id == sa.bindparam("id")))
 
 
 def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, owner: str,
@@ -108,13 +117,19 @@ class CallbackQueries:
                                         attempts=C.c.attempts + 1, **fields)).rowcount == 1
 
 
-_ENQUEUE = C.insert().from_select(
-    ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
-     "due_time", "next_attempt"],
-    sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
-              sa.literal(callbacks.PENDING), sa.literal(0),
-              sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
-    .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(J.c.id.in_(sa.bindparam("ids", expanding=True))))
+def _enqueue_statement(which):
+    """A delivery due now for each job ``which`` selects that named a callback."""
+    return C.insert().from_select(
+        ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
+         "due_time", "next_attempt"],
+        sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
+                  sa.literal(callbacks.PENDING), sa.literal(0),
+                  sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
+        .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(which))
+
+
+_ENQUEUE = _enqueue_statement(J.c.id.in_(sa.bindparam("ids", expanding=True)))
+_ENQUEUE_ONE = DirectWrite(_enqueue_statement(J.c.id == sa.bindparam("id")))
 # The named URL with the latest delivery, if any (one indexed read).
 def outcome(row) -> callbacks.Delivery:
     """The Delivery a row of :data:`OUTCOME` describes."""

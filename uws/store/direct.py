@@ -5,7 +5,7 @@ SQL and the same conversions of values as SQLAlchemy's own execution, without it
 per-statement bookkeeping, which costs more than SQLite's work on a read by primary
 key (a job read: 80 µs through SQLAlchemy, 30 µs directly).
 
-A :class:`DirectWrite` is an INSERT or UPDATE run the same way inside a transaction
+A :class:`DirectWrite` is an INSERT, UPDATE or DELETE run the same way inside a transaction
 SQLAlchemy began (on its connection, so it commits or rolls back with the rest): the
 rows every creation and phase change writes (the job, its counters, its event).
 """
@@ -94,7 +94,7 @@ class DirectWrite:
     """A write, compiled once per dialect and set of columns given, run by :meth:`run`
     in the transaction of a SQLAlchemy connection."""
 
-    def __init__(self, stmt: sa.Insert | sa.Update):
+    def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete):
         self._stmt = stmt
         self._binds: dict[tuple[str, tuple[str, ...]], _Binds] = {}
 

@@ -61,7 +61,7 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
-                        ("callback", callbacks.OUTCOME))}
+                        ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF))}
         self._list_reads = {}
 
     def problem(self) -> str | None:
@@ -136,6 +136,10 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
 
     def set_stored_bytes(self, job_id: str, size: int) -> None:
         """Record what a job keeps on disk now (after a change of its files)."""
+        with self.readers.cursor() as cur:      # unchanged (a job that wrote nothing): no write
+            kept = self._reads["bytes"].rows(cur, {"id": job_id})
+        if kept and kept[0][0] == size:
+            return
         with self.engine.begin() as conn:
             before = usage.lock(conn, job_id)
             owned = conn.execute(_OWNED_BY, {"_id": job_id}).first()
@@ -409,6 +413,7 @@ _INSERT_PARAMS = direct.DirectWrite(P.insert())
 _INSERT_BYTES = direct.DirectWrite(B.insert())
 _THE_JOB = J.c.id == sa.bindparam("_id")
 _OWNED_BY = sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB)
+_BYTES_OF = sa.select(B.c.bytes).where(B.c.job_id == sa.bindparam("id"))
 _SET_BYTES = B.update().where(B.c.job_id == sa.bindparam("_id")).values(
     bytes=sa.bindparam("bytes"))
 _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
