@@ -98,9 +98,11 @@ class DirectWrite:
         self._stmt = stmt
         self._binds: dict[tuple[str, tuple[str, ...]], _Binds] = {}
 
-    def run(self, conn: sa.Connection, params: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+    def run(self, conn: sa.Connection,
+            params: dict[str, Any] | Sequence[dict[str, Any]]) -> list[Sequence[Any]]:
         """Write with ``params``, or once per item of a list of them (all with the same
-        names) in one call."""
+        names) in one call; the rows a RETURNING clause gives, as the driver gives
+        them (so only for columns it needs no conversion of: text, integers)."""
         rows = [params] if isinstance(params, dict) else list(params)
         key = (conn.dialect.name, tuple(rows[0]))
         binds = self._binds.get(key)
@@ -112,6 +114,7 @@ class DirectWrite:
                 cursor.execute(binds.sql, binds.of(rows[0]))
             else:
                 cursor.executemany(binds.sql, [binds.of(row) for row in rows])
+            return cursor.fetchall() if cursor.description else []
         finally:
             cursor.close()
 
@@ -121,6 +124,15 @@ class DirectWrite:
         if defaulted:   # SQLAlchemy computes these at execution: give them instead
             raise ValueError(f"no value given for {', '.join(c.name for c in defaulted)}")
         return _Binds(compiled, dialect)
+
+
+def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> list[Sequence[Any]]:
+    """``read``'s rows inside ``conn``'s transaction (what it wrote so far included)."""
+    cursor = conn.connection.cursor()
+    try:
+        return read.rows(cursor, params)
+    finally:
+        cursor.close()
 
 
 def _picker(order: list[str] | None):

@@ -355,14 +355,13 @@ class Store(ChangeRecorder, HoldQueries, RunningQueries, ListQueries, EventQueri
             kept = usage.lock(conn, job_id)     # before its row goes with the job's
             # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
-            row = conn.execute(stmt, {"id": job_id, "service": service,
-                                      "owner": owner}).first()
-            gone = row is not None
-            if row is not None:
-                self._record(conn, Change(job_id, row.service, row.owner, row.phase, None,
-                                          row.batch_id))
-                if row.phase != Phase.ARCHIVED.value:   # its bytes left the total then
-                    usage.add(conn, row.service, row.owner, job_id, -(kept or 0))
+            rows = stmt.run(conn, {"id": job_id, "service": service, "owner": owner})
+            gone = bool(rows)
+            if gone:
+                of_service, of_owner, phase, batch_id = rows[0]
+                self._record(conn, Change(job_id, of_service, of_owner, phase, None, batch_id))
+                if phase != Phase.ARCHIVED.value:   # its bytes left the total then
+                    usage.add(conn, of_service, of_owner, job_id, -(kept or 0))
                 self._announce(conn, job_id)
         if gone:
             self._changed(job_id)
@@ -425,10 +424,10 @@ _LAST_SEQ = sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1)).where(*_OF_RES
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
 #: The deletion, scoped (or not) to a service and to an owner, built once.
 _DELETES = {
-    (by_service, by_owner): _DELETE.where(
+    (by_service, by_owner): direct.DirectWrite(_DELETE.where(
         *([J.c.service == sa.bindparam("service")] if by_service else []),
         *([J.c.owner == sa.bindparam("owner")] if by_owner else []),
-    ).returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id)
+    ).returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id))
     for by_service in (False, True) for by_owner in (False, True)}
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
 # A job's parameters (part 0), results (part 1) and its earlier attempts' errors

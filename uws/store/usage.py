@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..phases import Phase
 from .counts import slot_of
-from .direct import DirectWrite
+from .direct import DirectRead, DirectWrite, read_in
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import owner_bytes as O
@@ -30,15 +30,19 @@ def add(conn: sa.Connection, service: str, owner: str, job_id: str, delta: int) 
 
 
 def total(conn: sa.Connection, service: str, owner: str) -> int:
+    read = _DIRECT_TOTAL.get(conn.dialect.name)
+    if read is None:
+        read = _DIRECT_TOTAL[conn.dialect.name] = DirectRead(conn.engine, _TOTAL)
     # int(): PostgreSQL sums a BIGINT as NUMERIC
-    return int(conn.execute(_TOTAL, {"service": service, "owner": owner}).scalar_one())
+    return int(read_in(conn, read, {"service": service, "owner": owner})[0][0])
 
 
 def lock(conn: sa.Connection, job_id: str) -> int | None:
     """The bytes a job keeps, its row locked until the commit so that no concurrent
     change slips between this read and the caller's write; None without a row.  A
     no-op UPDATE: a row lock on PostgreSQL, the write lock on SQLite."""
-    return conn.execute(_LOCK, {"_id": job_id}).scalar()
+    rows = _LOCK.run(conn, {"_id": job_id})
+    return rows[0][0] if rows else None
 
 
 def recount(conn: sa.Connection) -> None:
@@ -72,5 +76,6 @@ _UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
            "sqlite": DirectWrite(_upsert(sqlite.insert))}
 _TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
     O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
-_LOCK = (B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
-         .returning(B.c.bytes))
+_DIRECT_TOTAL: dict[str, DirectRead] = {}     # _TOTAL by dialect
+_LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
+                    .returning(B.c.bytes))
