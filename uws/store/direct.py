@@ -114,7 +114,7 @@ class DirectWrite:
                 cursor.execute(binds.sql, binds.of(rows[0]))
             else:
                 cursor.executemany(binds.sql, [binds.of(row) for row in rows])
-            return cursor.fetchall() if cursor.description else []
+            return list(cursor.fetchall()) if cursor.description else []
         finally:
             cursor.close()
 
