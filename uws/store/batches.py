@@ -23,12 +23,13 @@ from ..services import Quota
 from . import batchcallbacks, counts, usage
 from .changes import Change, chunks
 from .holds import _run_event, hold_applies
-from .jobs import Store, _ended, _job_row, _param_rows
+from .jobs import Store, _job_row, _param_rows
 from .notify import CHANNEL
 from .tables import batch as T
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import parameter as P
+from .transitions import _ended
 
 _PHASE = {p.value: p for p in Phase}
 

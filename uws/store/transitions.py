@@ -1,0 +1,168 @@
+"""Phase changes of a job, and the properties a phase allows to change.
+
+Each phase change is one conditional UPDATE (``WHERE phase IN (...)``) that sets
+exactly the fields its event names, so a race is decided by the database the same
+way in one process or on many; counters, hooks and notifications follow in the same
+transaction (:meth:`Store._record`).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from .. import phases, timeutil
+from ..model import ErrorSummary
+from ..phases import Event, Phase
+from . import counts
+from .changes import Change, Times
+from .events import EVENTS_KEY, ProgressThrottle, record_progress
+from .part import StorePart
+from .tables import job as J
+
+
+class JobChanges(StorePart):
+    progress_events: ProgressThrottle       # uws.store.jobs
+
+    # -- phase changes: one method per event of the table in uws.phases -----------
+    # Each sets exactly the fields it names, in the same conditional UPDATE that
+    # checks the job is in one of the event's source phases; True if this call won.
+
+    def mark_queued(self, job_id: str, owner: str | None = None) -> bool:
+        """PENDING or HELD -> QUEUED (a client's PHASE=RUN)."""
+        return self._apply(job_id, Event.RUN, {}, owner)
+
+    def mark_executing(self, job_id: str) -> bool:
+        """QUEUED -> EXECUTING, started now (executors use :meth:`claim_next`)."""
+        return self._apply(job_id, Event.START, {"start_time": timeutil.now()})
+
+    def mark_completed(self, job_id: str) -> bool:
+        """EXECUTING -> COMPLETED, at 100 percent."""
+        return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0})
+
+    def mark_failed(self, job_id: str, error: ErrorSummary) -> bool:
+        """Not yet finished -> ERROR, with its error summary."""
+        return self._apply(job_id, Event.FAIL, {**_ended(), **_error_fields(error)})
+
+    def mark_aborted(self, job_id: str, owner: str | None = None,
+                     reason: ErrorSummary | None = None) -> bool:
+        """Not yet finished -> ABORTED; ``reason`` when the system aborted it
+        (execution duration exceeded, destruction time reached)."""
+        fields = {**_ended(), **(_error_fields(reason) if reason else {})}
+        return self._apply(job_id, Event.ABORT, fields, owner)
+
+    def mark_held(self, job_id: str) -> bool:
+        """PENDING or QUEUED -> HELD."""
+        return self._apply(job_id, Event.HOLD, {})
+
+    def mark_suspended(self, job_id: str) -> bool:
+        """EXECUTING -> SUSPENDED."""
+        return self._apply(job_id, Event.SUSPEND, {})
+
+    def requeue(self, job_id: str) -> bool:
+        """EXECUTING -> QUEUED again (its worker was lost), as if never started."""
+        return self._apply(job_id, Event.REQUEUE, {
+            "start_time": None, "progress": None, "progress_message": None,
+            "lease_owner": None, "lease_expires": None, "deadline": None})
+
+    def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None) -> bool:
+        new = phases.target(event).value
+        values = {"phase": new, **fields}
+        stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
+        sources = phases.sources(event)
+        times = None
+        with self.engine.begin() as conn:
+            if len(sources) == 1:
+                (old,) = (p.value for p in sources)
+                row = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).first()
+                if row is not None:     # as they are now: the histograms need not read them
+                    times = Times(row.creation_time, row.start_time, row.end_time)
+            else:   # which source phase it leaves, read under the row's lock
+                row = counts.lock(conn, job_id, sources, owner)
+                if row is not None:
+                    old = row.phase
+                    conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
+            won = row is not None
+            if row is not None:
+                self._record(conn, Change(job_id, row.service, row.owner, old, new,
+                                          row.batch_id, times))
+                self._announce(conn, job_id)
+        if won:
+            self._changed(job_id)
+        return won
+
+    # -- other properties, each while the phase allows it ---------------------------
+
+    def set_execution_duration(self, job_id: str, seconds: int) -> bool:
+        """While the job has not started; False otherwise."""
+        return self._set_while(job_id, phases.NOT_STARTED, execution_duration=seconds)
+
+    def set_destruction(self, job_id: str, when: dt.datetime) -> bool:
+        """While the job is not archived; False otherwise."""
+        return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
+
+    def set_priority(self, job_id: str, priority: int, in_phases: Iterable[Phase]) -> bool:
+        """While the job is in one of ``in_phases``; False otherwise."""
+        return self._set_while(job_id, in_phases, priority=priority)
+
+    def set_start_after(self, job_id: str, when: dt.datetime | None) -> bool:
+        """While the job is PENDING; False otherwise."""
+        return self._set_while(job_id, {Phase.PENDING}, start_after=when)
+
+    def priorities_of(self, job_ids: Iterable[str], service: str,
+                      owner: str | None) -> dict[str, int]:
+        """The priorities of the service's jobs among ``job_ids`` (a page of a list)."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        stmt = sa.select(J.c.id, J.c.priority).where(J.c.id.in_(ids), J.c.service == service)
+        if owner is not None:
+            stmt = stmt.where(J.c.owner == owner)
+        with self.engine.connect() as conn:
+            return {job_id: level for job_id, level in conn.execute(stmt)}
+
+    def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
+        """While the job is EXECUTING (a late report of a finished job is dropped).
+        Logged as an event too, at most every few seconds per job."""
+        stmt = (J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
+                .values(progress=percent, progress_message=message)
+                .returning(J.c.service, J.c.owner))
+        logged = False
+        with self.engine.begin() as conn:
+            row = conn.execute(stmt).first()
+            if row is not None and self.progress_events.due(job_id):
+                record_progress(conn, job_id, row.service, row.owner, percent)
+                logged = True
+        if logged:
+            self._changed(EVENTS_KEY)
+
+    def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
+        stmt = (J.update().where(J.c.id == job_id,
+                                 J.c.phase.in_([p.value for p in in_phases]))
+                .values(**fields))
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+
+@functools.lru_cache(maxsize=256)
+def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
+    """The conditional UPDATE of one event, built once per set of columns it sets."""
+    stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
+                             J.c.phase.in_([p.value for p in phases.sources(event)]))
+            .values({c: sa.bindparam(c) for c in columns})
+            .returning(J.c.service, J.c.owner, J.c.batch_id, J.c.creation_time,
+                       J.c.start_time, J.c.end_time))
+    return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
+
+
+def _ended() -> dict:
+    """The fields of a job that has stopped running: its end, and no lease left."""
+    return {"end_time": timeutil.now(), "lease_owner": None, "lease_expires": None,
+            "deadline": None}
+
+
+def _error_fields(error: ErrorSummary) -> dict:
+    return {"error_type": error.type, "error_message": error.message,
+            "error_detail": error.detail}
