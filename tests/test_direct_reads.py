@@ -154,3 +154,19 @@ def test_a_direct_write_rolls_back_with_its_transaction(store):
 def test_a_direct_write_refuses_to_leave_out_a_column_with_a_default(store):
     with store.engine.begin() as conn, pytest.raises(ValueError, match="priority"):
         direct.DirectWrite(J.insert()).run(conn, {"id": "a" * 32, "service": "svc"})
+
+
+def test_times_written_directly_are_stored_as_sqlalchemy_stores_them(store):
+    """Times compare as stored (deadlines, pages): a direct write must not store
+    another text for the same instant."""
+    job = _a_job_with_every_field(store)        # started and ended by direct UPDATEs
+    with store.engine.connect() as conn:
+        stored = conn.execute(sa.select(J.c.start_time, J.c.end_time)
+                              .where(J.c.id == job.id)).one()
+        as_text = conn.execute(sa.text("SELECT CAST(start_time AS TEXT), CAST(end_time AS TEXT)"
+                                       " FROM uws_job WHERE id = :id"), {"id": job.id}).one()
+        ours = conn.execute(sa.select(sa.cast(sa.literal(stored.start_time, J.c.start_time.type),
+                                              sa.Text))).scalar_one()
+    assert stored.start_time is not None and stored.end_time >= stored.start_time
+    if store.engine.dialect.name == "sqlite":
+        assert as_text[0] == ours

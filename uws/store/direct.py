@@ -97,12 +97,13 @@ class DirectWrite:
     def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete):
         self._stmt = stmt
         self._binds: dict[tuple[str, tuple[str, ...]], _Binds] = {}
+        self._returned: dict[str, list[tuple[int, Any]]] = {}    # conversions by dialect
 
     def run(self, conn: sa.Connection,
             params: dict[str, Any] | Sequence[dict[str, Any]]) -> list[Sequence[Any]]:
         """Write with ``params``, or once per item of a list of them (all with the same
-        names) in one call; the rows a RETURNING clause gives, as the driver gives
-        them (so only for columns it needs no conversion of: text, integers)."""
+        names) in one call; the rows a RETURNING clause gives, converted as
+        SQLAlchemy would (text, integers and times: what the store returns)."""
         rows = [params] if isinstance(params, dict) else list(params)
         key = (conn.dialect.name, tuple(rows[0]))
         binds = self._binds.get(key)
@@ -114,15 +115,32 @@ class DirectWrite:
                 cursor.execute(binds.sql, binds.of(rows[0]))
             else:
                 cursor.executemany(binds.sql, [binds.of(row) for row in rows])
-            return list(cursor.fetchall()) if cursor.description else []
+            if not cursor.description:
+                return []
+            returned = cursor.fetchall()
         finally:
             cursor.close()
+        convert = self._returned[conn.dialect.name]
+        if not convert:
+            return list(returned)
+        out: list[Sequence[Any]] = []
+        for row in returned:
+            converted = list(row)
+            for i, f in convert:
+                if converted[i] is not None:
+                    converted[i] = f(converted[i])
+            out.append(converted)
+        return out
 
     def _compile(self, dialect: sa.Dialect, names: list[str]) -> _Binds:
         compiled = self._stmt.compile(dialect=dialect, column_keys=names)
         defaulted = [*compiled.insert_prefetch, *compiled.update_prefetch]
         if defaulted:   # SQLAlchemy computes these at execution: give them instead
             raise ValueError(f"no value given for {', '.join(c.name for c in defaulted)}")
+        # No type code: right for text, integers and times, not for PostgreSQL's NUMERIC.
+        processors = (c.type.dialect_impl(dialect).result_processor(dialect, None)
+                      for c in self._stmt.exported_columns)
+        self._returned[dialect.name] = [(i, f) for i, f in enumerate(processors) if f]
         return _Binds(compiled, dialect)
 
 

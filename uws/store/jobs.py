@@ -60,7 +60,8 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
-                        ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF))}
+                        ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF),
+                        ("last seq", _LAST_SEQ))}
         self._list_reads = {}
 
     def problem(self) -> str | None:
@@ -250,11 +251,11 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         key = {"_id": job_id, "_result": res.id}
         with self.engine.begin() as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            if conn.execute(_LOCK_UNARCHIVED, key).rowcount != 1:
+            if not _LOCK_UNARCHIVED.run(conn, key):
                 return False
-            conn.execute(_DROP_RESULT, key)
-            seq = conn.execute(_LAST_SEQ, key).scalar_one() + 1
-            conn.execute(R.insert(), {"job_id": job_id, "id": res.id, "seq": seq,
+            _DROP_RESULT.run(conn, key)
+            seq = direct.read_in(conn, self._reads["last seq"], key)[0][0] + 1
+            _INSERT_RESULT.run(conn, {"job_id": job_id, "id": res.id, "seq": seq,
                                       "path": res.path, "mime_type": res.mime_type,
                                       "size": res.size})
         return True
@@ -294,11 +295,13 @@ _BYTES_OF = sa.select(B.c.bytes).where(B.c.job_id == sa.bindparam("id"))
 _SET_BYTES = B.update().where(B.c.job_id == sa.bindparam("_id")).values(
     bytes=sa.bindparam("bytes"))
 _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
-_LOCK_UNARCHIVED = J.update().where(_THE_JOB, J.c.phase != Phase.ARCHIVED.value).values(
-    id=J.c.id)
+_LOCK_UNARCHIVED = direct.DirectWrite(
+    J.update().where(_THE_JOB, J.c.phase != Phase.ARCHIVED.value).values(id=J.c.id)
+    .returning(J.c.id))
 _OF_RESULT = (R.c.job_id == sa.bindparam("_id"),)
-_DROP_RESULT = R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result"))
+_DROP_RESULT = direct.DirectWrite(R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result")))
 _LAST_SEQ = sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1)).where(*_OF_RESULT)
+_INSERT_RESULT = direct.DirectWrite(R.insert())
 _DELETE = J.delete().where(J.c.id == sa.bindparam("id"))
 #: The deletion, scoped (or not) to a service and to an owner, built once.
 _DELETES = {

@@ -18,6 +18,7 @@ from ..model import ErrorSummary
 from ..phases import Event, Phase
 from . import counts
 from .changes import Change, Times
+from .direct import DirectWrite
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
 from .part import StorePart
 from .tables import job as J
@@ -70,28 +71,29 @@ class JobChanges(StorePart):
     def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None) -> bool:
         new = phases.target(event).value
         values = {"phase": new, **fields}
-        stmt = _transition_statement(event, tuple(sorted(values)), owner is not None)
+        columns, scoped = tuple(sorted(values)), owner is not None
+        params = {**values, "_id": job_id, "_owner": owner}
         sources = phases.sources(event)
-        times = None
         with self.engine.begin() as conn:
             if len(sources) == 1:
                 (old,) = (p.value for p in sources)
-                row = conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).first()
-                if row is not None:     # as they are now: the histograms need not read them
-                    times = Times(row.creation_time, row.start_time, row.end_time)
+                rows = _direct_transition(event, columns, scoped).run(conn, params)
+                if not rows:
+                    return False
+                service, of_owner, batch_id, created, started, ended = rows[0]
+                # as they are now: the histograms need not read them
+                change = Change(job_id, service, of_owner, old, new, batch_id,
+                                Times(created, started, ended))
             else:   # which source phase it leaves, read under the row's lock
                 row = counts.lock(conn, job_id, sources, owner)
-                if row is not None:
-                    old = row.phase
-                    conn.execute(stmt, {**values, "_id": job_id, "_owner": owner}).close()
-            won = row is not None
-            if row is not None:
-                self._record(conn, Change(job_id, row.service, row.owner, old, new,
-                                          row.batch_id, times))
-                self._announce(conn, job_id)
-        if won:
-            self._changed(job_id)
-        return won
+                if row is None:
+                    return False
+                conn.execute(_transition_statement(event, columns, scoped), params).close()
+                change = Change(job_id, row.service, row.owner, row.phase, new, row.batch_id)
+            self._record(conn, change)
+            self._announce(conn, job_id)
+        self._changed(job_id)
+        return True
 
     # -- other properties, each while the phase allows it ---------------------------
 
@@ -149,12 +151,27 @@ class JobChanges(StorePart):
 @functools.lru_cache(maxsize=256)
 def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
     """The conditional UPDATE of one event, built once per set of columns it sets."""
-    stmt = (J.update().where(J.c.id == sa.bindparam("_id"),
-                             J.c.phase.in_([p.value for p in phases.sources(event)]))
+    return _update(J.c.phase.in_([p.value for p in phases.sources(event)]), columns, scoped)
+
+
+@functools.lru_cache(maxsize=256)
+def _direct_transition(event: Event, columns: tuple[str, ...], scoped: bool) -> DirectWrite:
+    """The same UPDATE of an event with one source phase, run directly (claiming,
+    starting and completing every job)."""
+    (source,) = phases.sources(event)
+    return DirectWrite(_update(J.c.phase == source.value, columns, scoped))
+
+
+def _update(from_phase, columns: tuple[str, ...], scoped: bool):
+    stmt = (J.update().where(J.c.id == sa.bindparam("_id"), from_phase)
             .values({c: sa.bindparam(c) for c in columns})
-            .returning(J.c.service, J.c.owner, J.c.batch_id, J.c.creation_time,
-                       J.c.start_time, J.c.end_time))
+            .returning(*_RETURNED))
     return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
+
+
+#: What a phase change returns, for its change record and the duration histograms.
+_RETURNED = (J.c.service, J.c.owner, J.c.batch_id, J.c.creation_time, J.c.start_time,
+             J.c.end_time)
 
 
 def _ended() -> dict:
