@@ -75,16 +75,7 @@ class DirectRead:
                 (i, f) for i, f in enumerate(
                     impl.result_processor(self._dialect, column[1])
                     for impl, column in zip(self._impls, cursor.description)) if f is not None]
-        if not convert:
-            return rows
-        out: list[Sequence[Any]] = []
-        for row in rows:
-            converted = list(row)
-            for i, f in convert:
-                if converted[i] is not None:
-                    converted[i] = f(converted[i])
-            out.append(converted)
-        return out
+        return _converted(rows, convert)
 
     def mappings(self, cursor, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [dict(zip(self.names, row)) for row in self.rows(cursor, params)]
@@ -120,17 +111,7 @@ class DirectWrite:
             returned = cursor.fetchall()
         finally:
             cursor.close()
-        convert = self._returned[conn.dialect.name]
-        if not convert:
-            return list(returned)
-        out: list[Sequence[Any]] = []
-        for row in returned:
-            converted = list(row)
-            for i, f in convert:
-                if converted[i] is not None:
-                    converted[i] = f(converted[i])
-            out.append(converted)
-        return out
+        return _converted(list(returned), self._returned[conn.dialect.name])
 
     def _compile(self, dialect: sa.Dialect, names: list[str]) -> _Binds:
         compiled = self._stmt.compile(dialect=dialect, column_keys=names)
@@ -151,6 +132,20 @@ def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> li
         return read.rows(cursor, params)
     finally:
         cursor.close()
+
+
+def _converted(rows: list[Sequence[Any]], convert: list[tuple[int, Any]]) -> list[Sequence[Any]]:
+    """``rows`` with each (column index, conversion) of ``convert`` applied."""
+    if not convert:
+        return rows
+    out: list[Sequence[Any]] = []
+    for row in rows:
+        values = list(row)
+        for i, f in convert:
+            if values[i] is not None:
+                values[i] = f(values[i])
+        out.append(values)
+    return out
 
 
 def _picker(order: list[str] | None):
