@@ -96,17 +96,41 @@ def test_a_direct_read_sees_what_was_committed_after_the_previous_one(store):
     assert store.phase_of(job.id, "svc", "alice") is Phase.ARCHIVED
 
 
-def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
-    readers = direct.Readers(store.engine)
-    cursors = [readers.cursor() for _ in range(direct.Readers.KEPT + 4)]
+def _overlapping_reads(readers: direct.Readers, n: int) -> None:
+    cursors = [readers.cursor() for _ in range(n)]
     for c in cursors:
         c.__enter__()
     for c in cursors:
         c.__exit__(None, None, None)
-    kept = direct.Readers.KEPT if store.engine.dialect.name == "sqlite" else 0
-    assert len(readers._kept) == kept
+
+
+def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
+    readers = direct.Readers(store.engine)
+    _overlapping_reads(readers, direct.Readers.KEPT + 4)
+    kept = store.engine.pool.size() // 4 if store.engine.dialect.name == "sqlite" else 0
+    assert len(readers._kept) == min(kept, direct.Readers.KEPT)
     readers.close()
     assert readers._kept == [] and store.engine.pool.checkedout() == 0
+
+
+def test_reads_keep_no_connection_a_small_pool_needs_for_writes(db_url):
+    small = Store(db_url, pool_size=1)      # [server] threads = 1
+    try:
+        _overlapping_reads(small.readers, 5)
+        assert small.engine.pool.checkedout() == 0
+        small.insert_job(Job(id="a" * 32, service="svc", owner="", phase=Phase.PENDING,
+                             creation_time=dt.datetime(2026, 1, 2), execution_duration=60,
+                             destruction=None))
+    finally:
+        small.close()
+
+
+def test_a_direct_write_fails_with_the_error_sqlalchemy_would_raise(store):
+    job = _a_job_with_every_field(store)
+    with store.engine.connect() as conn:
+        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
+        direct.DirectWrite(J.insert()).run(conn, row)     # the same id again
 
 
 def test_a_job_reads_back_its_earlier_attempts_and_its_callback(store):

@@ -409,6 +409,29 @@ def test_a_report_is_one_line_of_utf8_whatever_its_message_holds():
         assert channel.read() == "progress 50.0 a b c ? é\n".encode()
 
 
+def test_reports_sent_from_several_threads_at_once_stay_whole_lines():
+    import os
+    import threading
+
+    from uws.execution.child import Reporter
+    read_end, write_end = os.pipe()
+    reporter, received = Reporter(write_end), []
+    reader = threading.Thread(target=lambda: received.append(os.fdopen(read_end, "rb").read()))
+    reader.start()
+    # far longer than PIPE_BUF: the pipe takes each such line in several writes
+    lines = {n: f"progress {n} " + str(n) * 50_000 for n in range(4)}
+    senders = [threading.Thread(target=lambda n=n: [reporter.send(lines[n]) for _ in range(20)])
+               for n in lines]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join()
+    os.close(write_end)
+    reader.join(10)
+    got = received[0].decode().splitlines()
+    assert len(got) == 80 and set(got) == set(lines.values())
+
+
 @pytest.mark.parametrize("fail", [False, True])
 def test_only_a_job_not_recorded_completed_is_looked_up_for_a_delete_during_its_run(
         client, api, monkeypatch, fail):

@@ -19,6 +19,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import traceback
 
 from ..model import is_upload_value
@@ -41,12 +42,16 @@ class Reporter:
 
     def __init__(self, fd: int):
         self._fd = fd
+        # a runner may report from several threads: one line at a time (a pipe takes
+        # only writes up to PIPE_BUF whole)
+        self._lock = threading.Lock()
 
     def send(self, *words) -> None:
         line = " ".join(str(w) for w in words)
         data = (line.replace("\n", " ").replace("\r", " ") + "\n").encode("utf-8", "replace")
-        while data:
-            data = data[os.write(self._fd, data):]
+        with self._lock:
+            while data:
+                data = data[os.write(self._fd, data):]
 
 
 class ChildContext:

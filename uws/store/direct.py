@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -67,8 +68,9 @@ class DirectRead:
         """The rows for ``params`` (values by parameter name, every parameter without
         a default given; unused names are ignored), each value converted as
         SQLAlchemy would."""
-        cursor.execute(self.sql, self._binds.of(params))
-        rows = cursor.fetchall()
+        with driver_errors(self._dialect, self.sql, params):
+            cursor.execute(self.sql, self._binds.of(params))
+            rows = cursor.fetchall()
         convert = self._convert
         if convert is None:     # PostgreSQL's numeric conversions depend on the type code
             convert = self._convert = [
@@ -87,8 +89,8 @@ class DirectWrite:
 
     def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete):
         self._stmt = stmt
-        self._binds: dict[tuple[str, tuple[str, ...]], _Binds] = {}
-        self._returned: dict[str, list[tuple[int, Any]]] = {}    # conversions by dialect
+        self._binds: dict[tuple[tuple[str, str], tuple[str, ...]], _Binds] = {}
+        self._returned: dict[tuple[str, str], list[tuple[int, Any]]] = {}  # by dialect_key
 
     def run(self, conn: sa.Connection,
             params: dict[str, Any] | Sequence[dict[str, Any]]) -> list[Sequence[Any]]:
@@ -96,22 +98,23 @@ class DirectWrite:
         names) in one call; the rows a RETURNING clause gives, converted as
         SQLAlchemy would (text, integers and times: what the store returns)."""
         rows = [params] if isinstance(params, dict) else list(params)
-        key = (conn.dialect.name, tuple(rows[0]))
+        key = (dialect_key(conn.dialect), tuple(rows[0]))
         binds = self._binds.get(key)
         if binds is None:
             binds = self._binds[key] = self._compile(conn.dialect, list(rows[0]))
         cursor = conn.connection.cursor()
         try:
-            if len(rows) == 1:
-                cursor.execute(binds.sql, binds.of(rows[0]))
-            else:
-                cursor.executemany(binds.sql, [binds.of(row) for row in rows])
-            if not cursor.description:
-                return []
-            returned = cursor.fetchall()
+            with driver_errors(conn.dialect, binds.sql, rows[0]):
+                if len(rows) == 1:
+                    cursor.execute(binds.sql, binds.of(rows[0]))
+                else:
+                    cursor.executemany(binds.sql, [binds.of(row) for row in rows])
+                if not cursor.description:
+                    return []
+                returned = cursor.fetchall()
         finally:
             cursor.close()
-        return _converted(list(returned), self._returned[conn.dialect.name])
+        return _converted(list(returned), self._returned[key[0]])
 
     def _compile(self, dialect: sa.Dialect, names: list[str]) -> _Binds:
         compiled = self._stmt.compile(dialect=dialect, column_keys=names)
@@ -121,7 +124,7 @@ class DirectWrite:
         # No type code: right for text, integers and times, not for PostgreSQL's NUMERIC.
         processors = (c.type.dialect_impl(dialect).result_processor(dialect, None)
                       for c in self._stmt.exported_columns)
-        self._returned[dialect.name] = [(i, f) for i, f in enumerate(processors) if f]
+        self._returned[dialect_key(dialect)] = [(i, f) for i, f in enumerate(processors) if f]
         return _Binds(compiled, dialect)
 
 
@@ -132,6 +135,22 @@ def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> li
         return read.rows(cursor, params)
     finally:
         cursor.close()
+
+
+def dialect_key(dialect: sa.Dialect) -> tuple[str, str]:
+    """What the SQL compiled for a dialect depends on (drivers differ in paramstyle)."""
+    return dialect.name, dialect.driver
+
+
+@contextlib.contextmanager
+def driver_errors(dialect: sa.Dialect, sql: str, params) -> Iterator[None]:
+    """The driver's errors raised as SQLAlchemy's (sa.exc.OperationalError, ...), as
+    its own execution raises them: the store's callers catch those."""
+    try:
+        yield
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, params, exc, dialect.loaded_dbapi.Error,
+                                         dialect=dialect) from exc
 
 
 def _converted(rows: list[Sequence[Any]], convert: list[tuple[int, Any]]) -> list[Sequence[Any]]:
@@ -171,13 +190,17 @@ class Readers:
     """
 
     #: connections kept aside, at most: the reads running at once beyond this take
-    #: theirs from the pool and give it back
+    #: theirs from the pool and give it back.  Never more than a quarter of the pool's
+    #: steady size, so that writers always find connections (a small pool keeps none).
     KEPT = 8
 
     def __init__(self, engine: sa.Engine):
         self.engine = engine
-        self._keeps = engine.dialect.name == "sqlite"
+        size = getattr(engine.pool, "size", None)
+        self._keep = (min(self.KEPT, size() // 4)
+                      if engine.dialect.name == "sqlite" and callable(size) else 0)
         self._kept: list[Any] = []      # idle pooled connections, checked out for good
+        self._lock = threading.Lock()   # between giving back and close()
         self._closed = False
 
     @contextlib.contextmanager
@@ -200,15 +223,18 @@ class Readers:
             return self.engine.raw_connection()
 
     def _give_back(self, conn) -> None:
-        if self._keeps and not self._closed and len(self._kept) < self.KEPT:
+        if len(self._kept) < self._keep:
             if conn.dbapi_connection.in_transaction:
                 conn.rollback()
-            self._kept.append(conn)
-        else:
-            conn.close()    # back to the pool, which resets it
+            with self._lock:
+                if not self._closed:
+                    self._kept.append(conn)
+                    return
+        conn.close()    # back to the pool, which resets it
 
     def close(self) -> None:
         """Give the kept connections back (before the engine is disposed of)."""
-        self._closed = True
+        with self._lock:
+            self._closed = True
         while self._kept:
             self._kept.pop().close()
