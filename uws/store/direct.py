@@ -223,11 +223,11 @@ class Readers:
             return self.engine.raw_connection()
 
     def _give_back(self, conn) -> None:
-        if len(self._kept) < self._keep:
+        if self._keep:
             if conn.dbapi_connection.in_transaction:
                 conn.rollback()
-            with self._lock:
-                if not self._closed:
+            with self._lock:    # reads ending at once never keep more than _keep
+                if not self._closed and len(self._kept) < self._keep:
                     self._kept.append(conn)
                     return
         conn.close()    # back to the pool, which resets it
