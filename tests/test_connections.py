@@ -469,3 +469,56 @@ def test_a_connection_never_receives_the_events_of_a_closed_one_with_its_number(
     loop._poller = FakePoll
     loop.turn(0, socket_map)
     assert log == [("a", "read")]       # b's hang-up reached neither b (gone) nor c
+
+
+def _channel_of(server):
+    """A connection of ``server`` (not in its loop's map), and the client's socket."""
+    ours, theirs = socket.socketpair()
+    channel = server.channel_class(server, ours, ("127.0.0.9", 1), server.adj, map={})
+    return channel, theirs
+
+
+def _held_by_another_thread(lock):
+    """Hold ``lock`` in a thread, as a task thread writing its response does."""
+    import threading
+    taken, done = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            taken.set()
+            done.wait(5)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    taken.wait(5)
+    return done, thread
+
+
+def test_the_loop_does_not_poll_a_connection_whose_task_is_writing(bare_server):
+    # Polling for POLLOUT then returns at once: the loop spun and took the GIL from
+    # the very thread it waited for (throughput halved from 2 concurrent clients on).
+    channel, client = _channel_of(bare_server)
+    channel.requests = [object()]
+    channel.total_outbufs_len = 10
+    done, thread = _held_by_another_thread(channel.outbuf_lock)
+    try:
+        assert not channel.writable()
+    finally:
+        done.set()
+        thread.join(5)
+    assert channel.writable()       # what the task could not send, the loop sends
+    client.close()
+
+
+def test_a_connection_to_close_is_polled_even_while_its_task_writes(bare_server):
+    channel, client = _channel_of(bare_server)
+    channel.requests = [object()]
+    channel.total_outbufs_len = 10
+    channel.will_close = True
+    done, thread = _held_by_another_thread(channel.outbuf_lock)
+    try:
+        assert channel.writable()
+    finally:
+        done.set()
+        thread.join(5)
+    client.close()
