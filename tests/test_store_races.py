@@ -265,3 +265,25 @@ def test_several_processes_may_create_the_schema_at_once(db_url):
     finally:
         for e in engines:
             e.dispose()
+
+
+def test_a_process_writes_in_sqlite_one_transaction_at_a_time(tmp_path):
+    """Writers of one process queue on a lock rather than on SQLite's busy handler,
+    so a transaction that reads before it writes sees no other's write between."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'counter.sqlite3'}")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE counter (n INTEGER)")
+        conn.exec_driver_sql("INSERT INTO counter VALUES (0)")
+
+    def add(times: int) -> None:
+        for _ in range(times):
+            with engine.begin() as conn:
+                n = conn.exec_driver_sql("SELECT n FROM counter").scalar_one()
+                conn.exec_driver_sql("UPDATE counter SET n = ?", (n + 1,))
+
+    try:
+        race(*[functools.partial(add, 40) for _ in range(8)])
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT n FROM counter").scalar_one() == 320
+    finally:
+        engine.dispose()

@@ -1,7 +1,11 @@
 """Engines for SQLite (the embedded default) and PostgreSQL (shared deployments)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -9,6 +13,9 @@ import sqlalchemy as sa
 from .schema import create_schema
 
 __all__ = ["create_schema", "make_engine"]
+
+#: how long a writer waits for SQLite's write lock (and for this process's writers)
+BUSY_S = 30
 
 
 def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
@@ -32,8 +39,11 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except OSError:
             pass    # there already, or SQLite says why when it opens it
+    # LIFO: a connection keeps its page cache only while no other one writes, so
+    # the one used last (often the last writer) is the one to use next.
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
-                              connect_args={"check_same_thread": False, "timeout": 30})
+                              pool_use_lifo=True,
+                              connect_args={"check_same_thread": False, "timeout": BUSY_S})
 
     @sa.event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):
@@ -43,7 +53,33 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_S * 1000}")
         cur.close()
 
+    _one_writer_at_a_time(engine)
     return engine
+
+
+def _one_writer_at_a_time(engine: sa.Engine) -> None:
+    """Make ``engine.begin()`` transactions of this process queue on a lock.
+
+    SQLite has a single writer; its busy handler makes the others poll, sleeping
+    up to 100 ms between tries, so concurrent writers of one process lost a quarter
+    of their throughput to sleeps.  The lock is taken before a connection, never
+    while holding one, and is re-entrant (a writer's nested ``begin()`` goes on to
+    SQLite as before); other processes still meet SQLite's own lock."""
+    lock = threading.RLock()
+    plain_begin = engine.begin
+
+    @contextlib.contextmanager
+    def begin() -> Iterator[sa.Connection]:
+        if not lock.acquire(timeout=BUSY_S):
+            raise sa.exc.OperationalError("BEGIN", None,
+                                          sqlite3.OperationalError("database is locked"))
+        try:
+            with plain_begin() as conn:
+                yield conn
+        finally:
+            lock.release()
+
+    engine.begin = begin    # type: ignore[method-assign]
