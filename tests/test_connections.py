@@ -522,3 +522,35 @@ def test_a_connection_to_close_is_polled_even_while_its_task_writes(bare_server)
         done.set()
         thread.join(5)
     client.close()
+
+
+def test_a_connection_over_the_high_watermark_is_polled_while_its_task_waits(bare_server):
+    channel, client = _channel_of(bare_server)
+    channel.requests = [object()]
+    channel.total_outbufs_len = channel.adj.outbuf_high_watermark + 1
+    done, thread = _held_by_another_thread(channel.outbuf_lock)
+    try:
+        assert channel.writable()       # the task waits for the loop to send
+    finally:
+        done.set()
+        thread.join(5)
+    client.close()
+
+
+def test_output_a_task_leaves_unsent_is_polled_by_the_loop_it_wakes(bare_server):
+    """The loop, woken by the task, must then see the connection writable: else it
+    sleeps for a second while a slow reader's answer waits."""
+    import concurrent.futures
+    channel, client = _channel_of(bare_server)      # the client reads nothing yet
+    channel.requests = [object()]
+    seen_by_loop = []
+
+    def pull_trigger():         # the loop wakes at once and looks, from its thread
+        with concurrent.futures.ThreadPoolExecutor(1) as loop:
+            seen_by_loop.append(bool(loop.submit(channel.writable).result()))
+
+    bare_server.pull_trigger = pull_trigger
+    channel.write_soon(b"x" * (4 * 1024 * 1024))
+    assert channel.total_outbufs_len > 0
+    assert seen_by_loop and seen_by_loop[-1]
+    client.close()

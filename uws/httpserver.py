@@ -121,17 +121,27 @@ class Channel(HTTPChannel):
         self.server.pull_trigger()
 
     def writable(self):
-        """Not while a task thread holds the output lock: it is writing and flushing
-        the response itself, and polling for POLLOUT would return at once, the loop
-        spinning and taking the GIL from that very thread (which halved the
-        server's throughput from two concurrent clients on).  What the task leaves
-        unsent once it lets go is sent by the loop, as before."""
-        if self.requests and self.total_outbufs_len and not (self.will_close
-                                                             or self.close_when_flushed):
+        """Not while a task thread holds the output lock to write and flush its
+        answer itself: polling for POLLOUT would return at once, the loop spinning
+        and taking the GIL from that very thread (which halved the server's
+        throughput from two concurrent clients on).  Still when the output is over
+        the high watermark: the task then waits for the loop to send it."""
+        if self.requests and self.total_outbufs_len and not (
+                self.will_close or self.close_when_flushed
+                or self.total_outbufs_len > self.adj.outbuf_high_watermark):
             if not self.outbuf_lock.acquire(False):
                 return False
             self.outbuf_lock.release()
         return super().writable()
+
+    def write_soon(self, data):
+        """waitress wakes the loop while it still holds the output lock, when so
+        it is not writable: wake it again once the lock is free, if the task left
+        output unsent (a client reading slowly), so that the loop sends it."""
+        sent = super().write_soon(data)
+        if self.total_outbufs_len:
+            self.server.pull_trigger()
+        return sent
 
     def parser_class(self, adj):
         return Parser(adj, self.server.budget, self.client_host)
