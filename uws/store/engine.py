@@ -61,13 +61,14 @@ def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
 
 
 def _one_writer_at_a_time(engine: sa.Engine) -> None:
-    """Make ``engine.begin()`` transactions of this process queue on a lock.
+    """Make the ``engine.begin()`` transactions of this engine (a store has one)
+    queue on a lock.
 
     SQLite has a single writer; its busy handler makes the others poll, sleeping
-    up to 100 ms between tries, so concurrent writers of one process lost a quarter
-    of their throughput to sleeps.  The lock is taken before a connection, never
-    while holding one, and is re-entrant (a writer's nested ``begin()`` goes on to
-    SQLite as before); other processes still meet SQLite's own lock."""
+    up to 100 ms between tries: 8 clients creating jobs got 570 jobs/s, 730 with
+    the lock.  The lock is taken before the transaction's connection is checked
+    out, and is re-entrant (a writer's nested ``begin()`` goes on to SQLite as
+    before); other engines and processes still meet SQLite's own lock."""
     lock = threading.RLock()
     plain_begin = engine.begin
 
