@@ -135,9 +135,9 @@ class Channel(HTTPChannel):
         return super().writable()
 
     def write_soon(self, data):
-        """waitress wakes the loop while it still holds the output lock, when so
-        it is not writable: wake it again once the lock is free, if the task left
-        output unsent (a client reading slowly), so that the loop sends it."""
+        """waitress wakes the loop while the task still holds the output lock, so
+        the loop may find the connection not writable and sleep: wake it again
+        once the lock is free if output is left unsent (a client reading slowly)."""
         sent = super().write_soon(data)
         if self.total_outbufs_len:
             self.server.pull_trigger()

@@ -14,7 +14,7 @@ from .schema import create_schema
 
 __all__ = ["create_schema", "make_engine"]
 
-#: how long a writer waits for SQLite's write lock (and for this process's writers)
+#: how long a writer waits for SQLite's write lock (and for its engine's other writers)
 BUSY_S = 30
 
 
