@@ -60,12 +60,18 @@ def measure(server: Server, label: str, clients: Clients, items, call, expect: i
     return sample
 
 
+def creations(server: Server, clients: Clients, n: int, requests: int):
+    """``requests`` job creations over ``n`` clients (after a few untimed ones)."""
+    url = server.url + SERVICE
+    clients.run(range(20), lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)
+    return measure(server, f"create, {n} clients", clients, range(requests),
+                   lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)
+
+
 def run_uws(server: Server, n: int, requests: int) -> None:
     clients = Clients(n, server.url)
     url = server.url + SERVICE
-    clients.run(range(20), lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)  # warm-up
-    created = measure(server, f"create, {n} clients", clients, range(requests),
-                      lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)
+    created = creations(server, clients, n, requests)
     job = f"{url}/{created.values[0]}"
     measure(server, f"GET job, {n} clients", clients, range(2 * requests),
             lambda c, _: send(c, "GET", job), 200)
@@ -76,10 +82,7 @@ def run_uws(server: Server, n: int, requests: int) -> None:
 
 def run_ceiling(ceiling: Ceiling, n: int, requests: int) -> None:
     clients = Clients(n, ceiling.url)
-    url = ceiling.url + SERVICE
-    clients.run(range(20), lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)
-    measure(ceiling, f"create, {n} clients", clients, range(requests),
-            lambda c, _: send(c, "POST", url, data=CREATE_FORM), 303)
+    creations(ceiling, clients, n, requests)
     clients.close()
 
 

@@ -471,11 +471,17 @@ def test_a_connection_never_receives_the_events_of_a_closed_one_with_its_number(
     assert log == [("a", "read")]       # b's hang-up reached neither b (gone) nor c
 
 
+@contextlib.contextmanager
 def _channel_of(server):
-    """A connection of ``server`` (not in its loop's map), and the client's socket."""
+    """A connection of ``server`` (not in its loop's map), and the client's socket;
+    both closed afterwards."""
     ours, theirs = socket.socketpair()
     channel = server.channel_class(server, ours, ("127.0.0.9", 1), server.adj, map={})
-    return channel, theirs
+    try:
+        yield channel, theirs
+    finally:
+        channel.close()
+        theirs.close()
 
 
 def _held_by_another_thread(lock):
@@ -497,60 +503,56 @@ def _held_by_another_thread(lock):
 def test_the_loop_does_not_poll_a_connection_whose_task_is_writing(bare_server):
     # Polling for POLLOUT then returns at once: the loop spun and took the GIL from
     # the very thread it waited for (throughput halved from 2 concurrent clients on).
-    channel, client = _channel_of(bare_server)
-    channel.requests = [object()]
-    channel.total_outbufs_len = 10
-    done, thread = _held_by_another_thread(channel.outbuf_lock)
-    try:
-        assert not channel.writable()
-    finally:
-        done.set()
-        thread.join(5)
-    assert channel.writable()       # what the task could not send, the loop sends
-    client.close()
+    with _channel_of(bare_server) as (channel, client):
+        channel.requests = [object()]
+        channel.total_outbufs_len = 10
+        done, thread = _held_by_another_thread(channel.outbuf_lock)
+        try:
+            assert not channel.writable()
+        finally:
+            done.set()
+            thread.join(5)
+        assert channel.writable()       # what the task could not send, the loop sends
 
 
 def test_a_connection_to_close_is_polled_even_while_its_task_writes(bare_server):
-    channel, client = _channel_of(bare_server)
-    channel.requests = [object()]
-    channel.total_outbufs_len = 10
-    channel.will_close = True
-    done, thread = _held_by_another_thread(channel.outbuf_lock)
-    try:
-        assert channel.writable()
-    finally:
-        done.set()
-        thread.join(5)
-    client.close()
+    with _channel_of(bare_server) as (channel, client):
+        channel.requests = [object()]
+        channel.total_outbufs_len = 10
+        channel.will_close = True
+        done, thread = _held_by_another_thread(channel.outbuf_lock)
+        try:
+            assert channel.writable()
+        finally:
+            done.set()
+            thread.join(5)
 
 
 def test_a_connection_over_the_high_watermark_is_polled_while_its_task_waits(bare_server):
-    channel, client = _channel_of(bare_server)
-    channel.requests = [object()]
-    channel.total_outbufs_len = channel.adj.outbuf_high_watermark + 1
-    done, thread = _held_by_another_thread(channel.outbuf_lock)
-    try:
-        assert channel.writable()       # the task waits for the loop to send
-    finally:
-        done.set()
-        thread.join(5)
-    client.close()
+    with _channel_of(bare_server) as (channel, client):
+        channel.requests = [object()]
+        channel.total_outbufs_len = channel.adj.outbuf_high_watermark + 1
+        done, thread = _held_by_another_thread(channel.outbuf_lock)
+        try:
+            assert channel.writable()       # the task waits for the loop to send
+        finally:
+            done.set()
+            thread.join(5)
 
 
 def test_output_a_task_leaves_unsent_is_polled_by_the_loop_it_wakes(bare_server):
     """The loop, woken by the task, must then see the connection writable: else it
     sleeps for a second while a slow reader's answer waits."""
     import concurrent.futures
-    channel, client = _channel_of(bare_server)      # the client reads nothing yet
-    channel.requests = [object()]
-    seen_by_loop = []
+    with _channel_of(bare_server) as (channel, client):      # the client reads nothing yet
+        channel.requests = [object()]
+        seen_by_loop = []
 
-    def pull_trigger():         # the loop wakes at once and looks, from its thread
-        with concurrent.futures.ThreadPoolExecutor(1) as loop:
-            seen_by_loop.append(bool(loop.submit(channel.writable).result()))
+        def pull_trigger():         # the loop wakes at once and looks, from its thread
+            with concurrent.futures.ThreadPoolExecutor(1) as loop:
+                seen_by_loop.append(bool(loop.submit(channel.writable).result()))
 
-    bare_server.pull_trigger = pull_trigger
-    channel.write_soon(b"x" * (4 * 1024 * 1024))
-    assert channel.total_outbufs_len > 0
-    assert seen_by_loop and seen_by_loop[-1]
-    client.close()
+        bare_server.pull_trigger = pull_trigger
+        channel.write_soon(b"x" * (4 * 1024 * 1024))
+        assert channel.total_outbufs_len > 0
+        assert seen_by_loop and seen_by_loop[-1]
