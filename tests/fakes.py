@@ -197,6 +197,9 @@ class RecordingExecutor:
     def abort(self, job_id):
         self.aborted.append(job_id)
 
+    def end_lost(self, job_id):
+        pass
+
     def stop(self):
         pass
 

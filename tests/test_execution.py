@@ -283,8 +283,8 @@ def test_a_job_deleted_just_before_its_process_starts_leaves_nothing(client, api
         launched.append(process[0].pid)
         return process
 
-    original = executor._launch
-    monkeypatch.setattr(executor, "_launch", launch_after_delete)
+    original = executor.processes.launch
+    monkeypatch.setattr(executor.processes, "launch", launch_after_delete)
     job_id = start(client, "sleep", DURATION="30").rsplit("/", 1)[1]
     wait_for(lambda: launched, timeout=5)
     wait_for(lambda: job_id not in executor.running_ids and gone(launched), timeout=5)
@@ -297,7 +297,7 @@ def test_a_job_whose_directory_vanishes_while_starting_is_not_an_executor_failur
         _deleted_by_another_process(api, job_id)
         raise FileNotFoundError("the working directory was removed")
 
-    monkeypatch.setattr(api.executor, "_launch", launch_fails)
+    monkeypatch.setattr(api.executor.processes, "launch", launch_fails)
     job_id = start(client, "sleep", DURATION="30").rsplit("/", 1)[1]
     wait_for(lambda: client.get(f"/sleep/{job_id}").status_code == 404, timeout=5)
     time.sleep(0.3)     # the worker thread finishes its turn

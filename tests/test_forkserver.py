@@ -117,8 +117,8 @@ def result(client, path, name) -> dict:
 
 
 def fork_server_pid(api) -> int:
-    wait_for(lambda: api.executor.forks.pid is not None)
-    return api.executor.forks.pid
+    wait_for(lambda: api.executor.processes.forks.pid is not None)
+    return api.executor.processes.forks.pid
 
 
 def test_a_forked_job_has_a_session_and_process_group_of_its_own(client, api):
@@ -136,7 +136,7 @@ def test_a_forked_job_is_in_its_own_cgroup_where_there_are_cgroups(client, api):
     path = settle_path(client, "whoami")
     job_id = path.rsplit("/", 1)[1]
     (line,) = result(client, path, "me")["cgroup"] or [""]
-    if api.executor.cgroups is not None:
+    if api.executor.processes.cgroups is not None:
         assert line.endswith(f"/uws-jobs/{job_id}")
     else:
         assert "uws-jobs" not in line
@@ -176,7 +176,7 @@ def test_a_job_whose_fork_server_is_killed_ends_and_the_next_runs_on_a_new_one(c
     path = run(client, "whoami")
     settle(client, path)
     starter = result(client, path, "me")["starter"]
-    assert starter != server and starter == api.executor.forks.pid
+    assert starter != server and starter == api.executor.processes.forks.pid
 
 
 def test_the_runner_module_is_imported_by_the_server_and_the_fork_server_only(
@@ -208,7 +208,7 @@ def test_a_command_is_forked_then_execs_its_program(client, api):
 def test_a_forked_job_sees_the_same_world_as_a_spawned_one(client, api, monkeypatch):
     fork_server_pid(api)
     forked_path = settle_path(client, "world")
-    monkeypatch.setattr(api.executor.forks, "serves", lambda module: False)
+    monkeypatch.setattr(api.executor.processes.forks, "serves", lambda module: False)
     spawned_path = settle_path(client, "world")
     forked, spawned = (result(client, p, "world") for p in (forked_path, spawned_path))
     for world, path in ((forked, forked_path), (spawned, spawned_path)):
@@ -262,7 +262,7 @@ def test_a_runner_starting_threads_in_the_fork_server_makes_every_job_spawned(
         path = settle_path(client, "threaded")
         assert phase(client, path) == "COMPLETED"
         assert int(client.get(f"{path}/results/ok").data) == os.getpid()     # spawned here
-        forks = app.extensions["uws"].executor.forks
+        forks = app.extensions["uws"].executor.processes.forks
         assert forks.unusable and "threads" in forks.unusable
         assert forks.pid is None            # the unfit fork server was not kept
     finally:

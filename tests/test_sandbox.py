@@ -258,11 +258,11 @@ def test_a_setsid_env_i_child_does_not_outlive_its_destroyed_job(isolated, confi
 
 
 def test_a_job_runs_in_a_cgroup_of_its_own_removed_at_its_end(client, api, config):
-    if api.executor.cgroups is None:
+    if api.executor.processes.cgroups is None:
         need_cgroups()
     path = start(client, "escape", SECONDS="60")
     pid = escaped_pid(config, path)
-    group = api.executor.cgroups.path(path.rsplit("/", 1)[1])
+    group = api.executor.processes.cgroups.path(path.rsplit("/", 1)[1])
     assert str(pid) in (group / "cgroup.procs").read_text().split()
     client.post(f"{path}/phase", data={"PHASE": "ABORT"})
     wait_for(lambda: not group.exists(), timeout=5)
@@ -271,7 +271,7 @@ def test_a_job_runs_in_a_cgroup_of_its_own_removed_at_its_end(client, api, confi
 def test_a_job_killing_its_supervisor_still_leaves_nothing_with_cgroups(client, api, config):
     """Only a cgroup holds a job whose command kills the process above it (after
     which its orphans belong to init)."""
-    if api.executor.cgroups is None:
+    if api.executor.processes.cgroups is None:
         need_cgroups()
     path = start(client, "escape", SECONDS="-1")
     wait_for(lambda: phase(client, path) == "ERROR", timeout=10)
@@ -284,16 +284,16 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
     import uuid
 
     from uws.sweeps import Sweeps
-    if api.executor.cgroups is None:
+    if api.executor.processes.cgroups is None:
         need_cgroups()
     job_id = uuid.uuid4().hex       # a job whose worker died, leaving this behind
     left = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        assert api.executor.cgroups.enter(job_id, left.pid)
+        assert api.executor.processes.cgroups.enter(job_id, left.pid)
         sweeps = Sweeps(config=config, store=api.store, files=api.files, executor=api.executor)
         sweeps._recover(job_id, "escape")
         left.wait(5)
-        assert not api.executor.cgroups.path(job_id).exists()
+        assert not api.executor.processes.cgroups.path(job_id).exists()
     finally:
         left.kill()
         left.wait()
@@ -301,7 +301,7 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
 
 def test_empty_cgroups_left_by_a_killed_server_are_pruned(api):
     import uuid
-    groups = api.executor.cgroups
+    groups = api.executor.processes.cgroups
     if groups is None:
         need_cgroups()
     left = groups.path(uuid.uuid4().hex)
@@ -388,7 +388,7 @@ def test_a_result_type_is_never_guessed_as_a_script_type(client):
 
 
 def test_a_job_finds_modules_where_the_server_found_them(monkeypatch, tmp_path):
-    from uws.execution.process import job_environment
+    from uws.execution.task import job_environment
     (tmp_path / "lib").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend("lib")     # relative, as PYTHONPATH=lib gives it

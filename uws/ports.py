@@ -142,6 +142,8 @@ class Executor(Protocol):
     def abort(self, job_id: str) -> None:
         """The job was aborted or deleted: stop its work if it runs here."""
     def stop(self) -> None: ...
+    def end_lost(self, job_id: str) -> None:
+        """End what a job whose worker was lost left running on this machine."""
     def problem(self) -> str | None:
         """Why this executor cannot run jobs now (stopped, a thread died, the broker
         is unreachable), or None."""

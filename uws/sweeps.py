@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Protocol
 from . import stats as stats_mod
 from . import timeutil
 from .execution import lost
-from .execution.strays import kill_strays
 from .model import ErrorSummary
 from .ports import Executor, Files, RunStore, Settings
 
@@ -127,10 +126,7 @@ class Sweeps:
                 self._recover(job_id, service_name)
 
     def _recover(self, job_id: str, service_name: str) -> None:
-        groups = getattr(self.executor, "cgroups", None)
-        if groups is not None:
-            groups.remove(job_id)       # all a lost job left on this machine
-        kill_strays(job_id)
+        self.executor.end_lost(job_id)
         service = self.config.services.get(service_name)
         if lost.release(self.store, service, job_id, "the worker running this job was lost"):
             self.executor.submit(job_id)

@@ -1,6 +1,8 @@
 """The executor interface."""
 from __future__ import annotations
 
+from .strays import kill_strays
+
 
 class Executor:
     """Runs QUEUED jobs.  Phase changes always go through the store's
@@ -17,6 +19,10 @@ class Executor:
 
     def stop(self) -> None:
         """Stop taking jobs and end running work."""
+
+    def end_lost(self, job_id: str) -> None:
+        """End what a job whose worker was lost left running on this machine."""
+        kill_strays(job_id)
 
     def problem(self) -> str | None:
         """Why this executor cannot run jobs now, or None."""

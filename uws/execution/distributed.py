@@ -31,6 +31,7 @@ import time
 
 from .. import timeutil, timing
 from ..ports import RunStore, Settings
+from .strays import kill_strays
 
 log = logging.getLogger(__name__)
 TASK = "uws.run_queued"
@@ -77,6 +78,9 @@ class CeleryExecutor:
 
     def abort(self, job_id: str) -> None:
         """Nothing to do here: the worker running the job sees its phase change."""
+
+    def end_lost(self, job_id: str) -> None:
+        kill_strays(job_id)     # a worker of this machine may be the one lost
 
     def stop(self) -> None:
         self._stopping.set()

@@ -1,0 +1,146 @@
+"""One job's OS processes: starting them, killing them, and leaving nothing behind.
+
+A job starts as a process of its own, in a session and process group of its own:
+forked by the executor's fork server (:mod:`.forkserver`) with the runner module
+already imported, or, where that cannot be had, spawned as ``python -m
+uws.execution.child``.  Where per-job cgroups are available (:mod:`.cgroups`) it is
+in its own cgroup before it gets its task.  Its first process is the supervisor
+(:mod:`.supervisor`), which kills what the work starts; the killing here is the
+executor's side of the same guarantee.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+from .. import timing
+from ..files import make_private_dir
+from ..ports import Files, Settings
+from . import cgroups
+from .forkclient import ForkedJob, ForkServer, ForkServerDown
+from .forkserver import REPORT_FD
+from .strays import kill_strays
+from .task import job_environment
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Running:
+    job_id: str
+    process: subprocess.Popen | ForkedJob
+    killed: bool = False
+    attempt: int = 1        # of the job (automatic retries)
+
+
+class JobProcesses:
+    """Starts, kills and sweeps up the processes of the jobs of one executor."""
+
+    def __init__(self, config: Settings, files: Files):
+        self.files = files
+        self.cgroups = cgroups.detect()     # None: supervisor and process tree only
+        self.forks = ForkServer([s.runner.partition(":")[0]
+                                 for s in config.services.values() if s.runner])
+
+    def launch(self, job_id: str, service) -> tuple[subprocess.Popen | ForkedJob, int]:
+        """Start the job's process, in its cgroup if there is one, waiting for its task
+        on stdin; the process and the read end of its report pipe."""
+        process, read_fd = self._start(job_id, service)
+        if self.cgroups is not None and not getattr(process, "in_cgroup", False):
+            self.cgroups.enter(job_id, process.pid)     # before the job gets its task
+        return process, read_fd
+
+    def _start(self, job_id: str, service) -> tuple[subprocess.Popen | ForkedJob, int]:
+        workdir = self.files.results_dir(job_id)
+        logs = self.files.job_dir(job_id)
+        make_private_dir(workdir)
+        make_private_dir(logs / "tmp")
+        read_fd, write_fd = os.pipe()
+        try:
+            with _private_file(logs / "stdout.log") as out, \
+                    _private_file(logs / "stderr.log") as err:
+                module = service.runner.partition(":")[0] if service.runner else None
+                forked = self.forks.serves(module) and self._fork(
+                    job_id, workdir, logs / "tmp", [out.fileno(), err.fileno(), write_fd])
+                if forked:
+                    return forked, read_fd
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "uws.execution.child"], stdin=subprocess.PIPE,
+                    stdout=out, stderr=err, cwd=workdir, start_new_session=True,
+                    pass_fds=(write_fd,), env=job_environment(job_id, write_fd, logs / "tmp"))
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return process, read_fd
+
+    def _fork(self, job_id: str, workdir, tmp, fds: list[int]) -> ForkedJob | None:
+        """The job's process forked by the fork server (its task is to be written to
+        its stdin, as to a spawned one); None if the fork server cannot be had."""
+        group = self.cgroups.prepare(job_id) if self.cgroups is not None else None
+        task_r, task_w = os.pipe()
+        try:
+            job = self.forks.fork(job_environment(job_id, REPORT_FD, tmp), str(workdir),
+                                  [task_r, *fds], str(group) if group else None)
+        except ForkServerDown as exc:
+            log.warning("job %s: %s; starting it in a new interpreter", job_id, exc)
+            os.close(task_w)
+            return None
+        except BaseException:
+            os.close(task_w)
+            raise
+        finally:
+            os.close(task_r)
+        job.stdin = os.fdopen(task_w, "wb")
+        return job
+
+    def kill(self, running: Running) -> None:
+        """End the job: TERM to its process group (its supervisor then kills every
+        descendant), then after a short grace KILL to the group and to everything
+        in the job's cgroup."""
+        running.killed = True
+        pgid = running.process.pid
+        # Without a cgroup the supervisor's own sweep is what finds descendants that
+        # left the group: let it finish (it takes milliseconds but for a fork storm).
+        grace = timing.KILL_GRACE if self.cgroups is not None else timing.SUPERVISOR_GRACE
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+            running.process.wait(grace)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
+        if self.cgroups is not None:
+            self.cgroups.kill(running.job_id)
+        try:
+            os.killpg(pgid, signal.SIGKILL)     # stragglers in the group
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def end_leftovers(self, running: Running, thorough: bool) -> None:
+        """Nothing a job started outlives it: everything in its cgroup, what is left
+        of its process group and, when some descendant is known to have stayed (it
+        held the report channel open) or the job was killed, every process carrying
+        its UWS_JOB_ID (its supervisor has killed its descendants already)."""
+        if self.cgroups is not None:
+            self.cgroups.remove(running.job_id)
+        try:
+            os.killpg(running.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if thorough:
+            kill_strays(running.job_id)
+
+    def end_lost(self, job_id: str) -> None:
+        """Everything a job whose worker was lost left on this machine: its cgroup's
+        processes, and every process carrying its UWS_JOB_ID."""
+        if self.cgroups is not None:
+            self.cgroups.remove(job_id)
+        kill_strays(job_id)
+
+
+def _private_file(path):
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")

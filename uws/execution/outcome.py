@@ -1,0 +1,92 @@
+"""How a job whose process has ended is recorded: COMPLETED, ERROR, QUEUED again for
+another attempt, or given back to the queue when the server or the fork server went
+away under it.  Also the limits on what a job may write (:func:`excess`), which the
+executor's monitor applies while jobs run as well."""
+from __future__ import annotations
+
+import os
+
+from ..model import ErrorSummary
+from ..ports import Files, RunStore
+from . import lost
+from .forkclient import ForkedJob
+from .jobprocess import Running
+
+
+def excess(service, usage) -> str | None:
+    """Why a job's files (their ``usage``) are over its service's limits; None when
+    they are not."""
+    if usage.written > service.max_result_bytes:
+        return (f"the job wrote more than {service.max_result_bytes} bytes of files "
+                "(max_result_bytes)")
+    if usage.logs > service.max_log_bytes:
+        return (f"the job wrote more than {service.max_log_bytes} bytes to its standard "
+                "output and error (max_log_bytes)")
+    return None
+
+
+class Outcomes:
+    def __init__(self, store: RunStore, files: Files):
+        self.store = store
+        self.files = files
+
+    def record(self, running: Running, reader, service, server_stopping: bool) -> bool:
+        """Record how the job ended.  True when it recorded it COMPLETED: the job was
+        there at that commit and nothing writes into its directory any more, so a
+        delete since has removed the directory for good (no read to check for one)."""
+        job_id, code = running.job_id, running.process.returncode
+        usage = None
+        try:
+            if code != 0 and running.killed:
+                if server_stopping:     # the server is stopping, not the job
+                    lost.release(self.store, service, job_id,
+                                 "the server stopped while the job was running")
+                return False    # aborted, out of time, destroyed or oversize: phase already set
+            if isinstance(running.process, ForkedJob) and running.process.lost:
+                lost.release(self.store, service, job_id,
+                             "the fork server that started the job died while it ran")
+                return False
+            usage = self.files.usage(job_id)     # final: the job has ended
+            over = excess(service, usage)
+            message = over or _failure(code or 0, reader)
+            if message is None:
+                return self.store.mark_completed(job_id)
+            detail = _tail(self.files.job_dir(job_id) / "stderr.log") or None
+            transient = not over and (reader.transient or code in service.retry_exit_codes)
+            if self._fail(running, service, ErrorSummary(
+                    "transient" if transient else "fatal", message, detail)):
+                usage = None    # its results went
+            return False
+        finally:
+            self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
+
+    def _fail(self, running: Running, service, error: ErrorSummary) -> bool:
+        """ERROR; or, for a transient error with attempts left, QUEUED again after its
+        backoff (True).  This worker alone runs the job until then: the attempt's
+        results go first, so the next attempt never loses its own."""
+        if error.type == "transient" and running.attempt < service.max_attempts:
+            self.files.remove_results(running.job_id)
+            return lost.retry_or_fail(self.store, service, running.job_id, error)
+        self.store.mark_failed(running.job_id, error)
+        return False
+
+
+def _failure(code: int, reader) -> str | None:
+    """Why a job whose process ended by itself failed; None when it succeeded."""
+    if code == 0:
+        missing = reader.collect_outputs()
+        if not missing:
+            return None
+        return f"the command did not write its declared output {', '.join(missing)}"
+    return reader.error or (f"the job exited with status {code}" if code > 0
+                            else f"the job was killed by signal {-code}")
+
+
+def _tail(path, limit: int = 8192) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
