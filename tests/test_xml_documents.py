@@ -97,3 +97,21 @@ def test_a_job_list_shows_each_jobref_as_given(given_refs, list_url, flush_every
         else:
             assert owner.get(f"{{{xmlr.XSI_NS}}}nil") == "true"
         assert el.findtext("uws:creationTime", namespaces=NS) == format_time(ref.creation_time)
+
+
+def test_a_list_read_again_shows_each_job_as_it_is_now():
+    before = JobRef("0123456789abcdef0123456789abcdef", Phase.QUEUED, None, "", NOW)
+    after = before._replace(phase=Phase.COMPLETED, run_id="renamed")
+    for ref in (before, after, before):
+        body = b"".join(xmlr.job_list([ref], "http://h/sleep"))
+        shown = assert_valid_uws(body).find("uws:jobref", NS)
+        assert shown.findtext("uws:phase", namespaces=NS) == ref.phase.value
+        assert shown.findtext("uws:runId", namespaces=NS) == ref.run_id
+
+
+def test_the_jobrefs_remembered_for_lists_stay_within_their_bound():
+    many = [JobRef(f"{n:032x}", Phase.PENDING, None, "", NOW)
+            for n in range(xmlr.JOBREFS_KEPT + 500)]
+    body = b"".join(xmlr.job_list(many, "http://h/sleep"))
+    assert len(assert_valid_uws(body).findall("uws:jobref", NS)) == len(many)
+    assert 0 < len(xmlr._written_jobrefs) <= xmlr.JOBREFS_KEPT

@@ -233,8 +233,12 @@ def job_list(refs: Iterable[JobRef], list_url: str, flush_every: int = 200) -> I
     """
     prefix = _escape(list_url) + "/"
     chunk = [_LIST_START]
+    known = _written_jobrefs
     for n, ref in enumerate(refs, 1):
-        chunk.append(_jobref(ref, prefix))
+        text = known.get((ref, prefix))
+        if text is None:
+            text = _remember_jobref(ref, prefix)
+        chunk.append(text)
         if n % flush_every == 0:
             yield "".join(chunk).encode()
             chunk = []
@@ -243,6 +247,21 @@ def job_list(refs: Iterable[JobRef], list_url: str, flush_every: int = 200) -> I
 
 
 _NO_OWNER = '<uws:ownerId xsi:nil="true"/>'
+
+#: jobrefs written lately, by (jobref, href prefix): clients poll the same lists
+#: (LAST=N, the first page) again and again, and a jobref is a function of these
+#: alone.  A hit costs a seventh of writing one; the bound keeps it to a few MB.
+_written_jobrefs: dict[tuple[JobRef, str], str] = {}
+JOBREFS_KEPT = 4096
+
+
+def _remember_jobref(ref: JobRef, prefix: str) -> str:
+    text = _jobref(ref, prefix)
+    if ref.creation_time.tzinfo is None:    # equal aware times may be written apart
+        if len(_written_jobrefs) >= JOBREFS_KEPT:
+            _written_jobrefs.clear()    # simpler than LRU, and as good for lists re-read
+        _written_jobrefs[(ref, prefix)] = text
+    return text
 
 
 def _jobref(ref: JobRef, prefix: str) -> str:
