@@ -102,11 +102,21 @@ def test_a_job_list_shows_each_jobref_as_given(given_refs, list_url, flush_every
 def test_a_list_read_again_shows_each_job_as_it_is_now():
     before = JobRef("0123456789abcdef0123456789abcdef", Phase.QUEUED, None, "", NOW)
     after = before._replace(phase=Phase.COMPLETED, run_id="renamed")
-    for ref in (before, after, before):
+    for ref in (before, after, before, after):
         body = b"".join(xmlr.job_list([ref], "http://h/sleep"))
         shown = assert_valid_uws(body).find("uws:jobref", NS)
         assert shown.findtext("uws:phase", namespaces=NS) == ref.phase.value
         assert shown.findtext("uws:runId", namespaces=NS) == ref.run_id
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(refs, max_size=10), st.sampled_from(("http://h/sleep", 'http://h/a&b"c')))
+def test_a_list_read_again_is_the_same_document(given_refs, list_url):
+    first = b"".join(xmlr.job_list(given_refs, list_url))
+    again = b"".join(xmlr.job_list(given_refs, list_url))
+    prefix = xmlr._escape(list_url) + "/"
+    assert first == again
+    assert "".join(xmlr._jobref(ref, prefix) for ref in given_refs).encode() in again
 
 
 def test_the_jobrefs_remembered_for_lists_stay_within_their_bound():
@@ -115,3 +125,10 @@ def test_the_jobrefs_remembered_for_lists_stay_within_their_bound():
     body = b"".join(xmlr.job_list(many, "http://h/sleep"))
     assert len(assert_valid_uws(body).findall("uws:jobref", NS)) == len(many)
     assert 0 < len(xmlr._written_jobrefs) <= xmlr.JOBREFS_KEPT
+
+
+def test_a_jobref_with_a_long_runid_is_written_but_not_remembered():
+    ref = JobRef("0123456789abcdef0123456789abcdef", Phase.PENDING, "&𝄞" * 400, "", NOW)
+    body = b"".join(xmlr.job_list([ref], "http://h/sleep"))
+    assert assert_valid_uws(body).findtext("uws:jobref/uws:runId", namespaces=NS) == ref.run_id
+    assert (ref, "http://h/sleep/") not in xmlr._written_jobrefs

@@ -5,6 +5,7 @@ executor's monitor applies while jobs run as well."""
 from __future__ import annotations
 
 import os
+import threading
 
 from ..model import ErrorSummary
 from ..ports import Files, RunStore
@@ -30,15 +31,17 @@ class Outcomes:
         self.store = store
         self.files = files
 
-    def record(self, running: Running, reader, service, server_stopping: bool) -> bool:
-        """Record how the job ended.  True when it recorded it COMPLETED: the job was
-        there at that commit and nothing writes into its directory any more, so a
-        delete since has removed the directory for good (no read to check for one)."""
+    def record(self, running: Running, reader, service, stopping: threading.Event) -> bool:
+        """Record how the job ended (``stopping``: set once the server stops).  True
+        when it recorded it COMPLETED: the job was there at that commit and nothing
+        writes into its directory any more, so a delete since has removed the
+        directory for good (no read to check for one)."""
         job_id, code = running.job_id, running.process.returncode
         usage = None
         try:
             if code != 0 and running.killed:
-                if server_stopping:     # the server is stopping, not the job
+                # read after killed: stop() sets it before it kills
+                if stopping.is_set():   # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running")
                 return False    # aborted, out of time, destroyed or oversize: phase already set

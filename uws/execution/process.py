@@ -217,8 +217,7 @@ class ProcessExecutor(Executor):
             lost_it = isinstance(process, ForkedJob) and process.lost
             self.processes.end_leftovers(running,
                                          thorough=held_open or running.killed or lost_it)
-            completed = self.outcomes.record(running, reader, service,
-                                             server_stopping=self._stopping.is_set())
+            completed = self.outcomes.record(running, reader, service, self._stopping)
         finally:
             if not followed:
                 os.close(read_fd)

@@ -250,14 +250,18 @@ _NO_OWNER = '<uws:ownerId xsi:nil="true"/>'
 
 #: jobrefs written lately, by (jobref, href prefix): clients poll the same lists
 #: (LAST=N, the first page) again and again, and a jobref is a function of these
-#: alone.  A hit costs a seventh of writing one; the bound keeps it to a few MB.
+#: alone.  A hit costs a seventh of writing one.  At most JOBREFS_KEPT, each of at
+#: most KEPT_JOBREF_CHARS (a client chooses its RUNID): under 20 MB at worst,
+#: about 2 MB for the jobrefs of hex ids and short names.
 _written_jobrefs: dict[tuple[JobRef, str], str] = {}
-JOBREFS_KEPT = 4096
+JOBREFS_KEPT = 2048
+KEPT_JOBREF_CHARS = 512
 
 
 def _remember_jobref(ref: JobRef, prefix: str) -> str:
     text = _jobref(ref, prefix)
-    if ref.creation_time.tzinfo is None:    # equal aware times may be written apart
+    # equal aware times may be written apart; a long RUNID or owner is not kept
+    if ref.creation_time.tzinfo is None and len(text) <= KEPT_JOBREF_CHARS:
         if len(_written_jobrefs) >= JOBREFS_KEPT:
             _written_jobrefs.clear()    # simpler than LRU, and as good for lists re-read
         _written_jobrefs[(ref, prefix)] = text
