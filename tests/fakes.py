@@ -25,7 +25,11 @@ class MemoryStore:
         self._lock = threading.Lock()
 
     # -- creation and reading
-    def insert_job(self, job, quota: Quota = Quota(), stored_bytes: int = 0) -> None:
+    def insert_job(self, job, quota: Quota = Quota(), stored_bytes: int = 0, run=False):
+        self._insert(job, quota, stored_bytes)
+        return self.run_job(job.id, job.service, job.owner) if run else None
+
+    def _insert(self, job, quota: Quota, stored_bytes: int) -> None:
         with self._lock:
             mine = [j for j in self._kept(job.service) if j.owner == job.owner]
             if quota.jobs and len(mine) + 1 > quota.jobs:

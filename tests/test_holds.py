@@ -289,6 +289,19 @@ def test_runs_racing_a_release_never_leave_a_job_held_without_a_hold(idle):
         assert {api.get("s", i, ALICE).phase for i in ids} == {Phase.QUEUED}
 
 
+def test_creations_with_run_racing_a_release_never_leave_a_job_held_without_a_hold(idle):
+    _, api = idle
+    holds = Holds(api)
+    for _ in range(5):
+        holds.hold("s", None, "", ROOT)
+        made: list[str] = []
+        race(*[(lambda: made.append(api.create("s", [], {}, Control(run=True), ALICE)))
+               for _ in range(8)],
+             lambda: holds.release("s", None, ROOT))
+        assert len(made) == 8
+        assert {api.get("s", i, ALICE).phase for i in made} == {Phase.QUEUED}
+
+
 def test_runs_racing_a_new_hold_end_queued_or_held(idle):
     _, api = idle
     holds = Holds(api)

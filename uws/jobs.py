@@ -158,9 +158,7 @@ class Jobs:
         except BaseException:
             self.files.remove(job.id)
             raise
-        self._keep(service, job, staged, quota)
-        if control.run:
-            self.run(service.name, job.id, caller)
+        self._keep(service, job, staged, quota, run=control.run)
         return job.id
 
     def repeat(self, service_name: str, job_id: str, caller: Caller = ANONYMOUS,
@@ -195,23 +193,24 @@ class Jobs:
         except BaseException:
             self.files.remove(job.id)
             raise
-        self._keep(service, job, staged, quota)
-        if run:
-            self.run(service.name, job.id, caller)
+        self._keep(service, job, staged, quota, run=run)
         return job.id
 
-    def _keep(self, service: Service, job: Job, staged: dict, quota) -> None:
-        """Install a new job's staged uploads and store it; on failure nothing is kept."""
+    def _keep(self, service: Service, job: Job, staged: dict, quota, run: bool) -> None:
+        """Install a new job's staged uploads and store it, PHASE=RUN in the same
+        transaction with ``run``; on failure nothing is kept."""
         try:
             stored = self.uploads.size(staged)
             self.uploads.install(job.id, staged)       # the job is not visible yet
-            self.store.insert_job(job, quota, stored)
+            moved = self.store.insert_job(job, quota, stored, run=run)
         except OverQuota as exc:
             self.files.remove(job.id)
             raise creating.over_quota(service, exc) from None
         except BaseException:
             self.files.remove(job.id)
             raise
+        if moved is Phase.QUEUED:
+            self.executor.submit(job.id)
 
     def check_quota(self, service: Service, owner: str, quota, adding: int = 0,
                     new_jobs: int = 1) -> None:

@@ -30,8 +30,10 @@ class JobStore(Protocol):
     owner's with None.  Changes are conditional on the job's phase and answer
     whether they happened."""
 
-    def insert_job(self, job: Job, quota: Quota = ..., stored_bytes: int = 0) -> None:
-        """Store a new job; :class:`uws.errors.OverQuota` past the owner's quota."""
+    def insert_job(self, job: Job, quota: Quota = ..., stored_bytes: int = 0,
+                   run: bool = False) -> Phase | None:
+        """Store a new job; :class:`uws.errors.OverQuota` past the owner's quota.
+        With ``run``, :meth:`run_job` it in the same transaction: the phase it moved to."""
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None: ...
     def owner_of(self, job_id: str, service: str) -> str | None: ...

@@ -152,28 +152,34 @@ class HoldQueries(StorePart):
         PENDING -> QUEUED, or HELD while a hold applies to the owner; a job HELD by
         no hold that still applies -> QUEUED.  The phase it moved to, or None when
         it did not move (not PENDING or HELD, still held, or no such job)."""
-        postgres = self.engine.dialect.name == "postgresql"
-        key = {"_service": service, "_owner": owner, "_id": job_id}
         with self.engine.begin() as conn:
-            if postgres:    # holds, then the job: the order a release takes them in
-                held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
-                row = conn.execute(_LOCK_JOB[True], key).first()
-            else:
-                # The write lock first: pysqlite runs a SELECT made before any write
-                # outside the transaction, where a release could slip in after it.
-                row = conn.execute(_LOCK_JOB[False], key).first()
-                held = conn.execute(_APPLYING, key).first()
-            if row is None or row.owner != owner:
-                return None
-            event = _run_event(Phase(row.phase), row.held_for, held is not None)
-            if event is None:
-                return None
-            new = target(event)
-            conn.execute(_RUN_MOVES[event], key)
-            self._record(conn, Change(job_id, service, owner, row.phase, new.value,
-                                      row.batch_id))
-            self._announce(conn, job_id)
-        self._changed(job_id)
+            new = self._run_in(conn, job_id, service, owner)
+        if new is not None:
+            self._changed(job_id)
+        return new
+
+    def _run_in(self, conn: sa.Connection, job_id: str, service: str,
+                owner: str) -> Phase | None:
+        """:meth:`run_job` in ``conn``'s transaction (the caller calls _changed after
+        its commit when the job moved)."""
+        key = {"_service": service, "_owner": owner, "_id": job_id}
+        if conn.dialect.name == "postgresql":   # holds, then the job: as a release does
+            held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
+            row = conn.execute(_LOCK_JOB[True], key).first()
+        else:
+            # The write lock first: pysqlite runs a SELECT made before any write
+            # outside the transaction, where a release could slip in after it.
+            row = conn.execute(_LOCK_JOB[False], key).first()
+            held = conn.execute(_APPLYING, key).first()
+        if row is None or row.owner != owner:
+            return None
+        event = _run_event(Phase(row.phase), row.held_for, held is not None)
+        if event is None:
+            return None
+        new = target(event)
+        conn.execute(_RUN_MOVES[event], key)
+        self._record(conn, Change(job_id, service, owner, row.phase, new.value, row.batch_id))
+        self._announce(conn, job_id)
         return new
 
     def held_because(self, job_id: str) -> tuple[str | None, str | None]:

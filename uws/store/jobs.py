@@ -101,8 +101,11 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     # -- creation and reading -------------------------------------------------
 
-    def insert_job(self, job: Job, quota: Quota = Quota(), stored_bytes: int = 0) -> None:
-        """Store a new job, which keeps ``stored_bytes`` on disk (its uploads).
+    def insert_job(self, job: Job, quota: Quota = Quota(), stored_bytes: int = 0,
+                   run: bool = False) -> Phase | None:
+        """Store a new job, which keeps ``stored_bytes`` on disk (its uploads); with
+        ``run``, then PHASE=RUN it in the same transaction (:meth:`run_job`: the
+        phase it moved to is returned; None without ``run``).
 
         With a quota, :class:`OverQuota` (nothing stored) if its owner would then
         keep more jobs, or more bytes, in its service than the quota allows.  The
@@ -127,7 +130,11 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                 raise OverQuota("jobs", quota.jobs)
             if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
+            moved = self._run_in(conn, job.id, job.service, job.owner) if run else None
         self._changed(EVENTS_KEY)       # event streams follow creations too
+        if moved is not None:
+            self._changed(job.id)
+        return moved
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
