@@ -295,7 +295,8 @@ def test_creations_with_run_racing_a_release_never_leave_a_job_held_without_a_ho
     for _ in range(5):
         holds.hold("s", None, "", ROOT)
         made: list[str] = []
-        race(*[(lambda: made.append(api.create("s", [], {}, Control(run=True), ALICE)))
+        race(*[(lambda made=made: made.append(api.create("s", [], {}, Control(run=True),
+                                                          ALICE)))
                for _ in range(8)],
              lambda: holds.release("s", None, ROOT))
         assert len(made) == 8

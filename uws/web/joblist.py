@@ -72,8 +72,8 @@ def _list_document(service: str, q, paged: bool, refs):
                       lambda: json_stream(jsonr.job_list(refs, href)))
     headers, tail = dict(NEGOTIATED), {}
     if paged and len(refs) == q.limit:
-        headers["Link"] = paging.next_link(list_url, q, refs[-1])
         tail["next"] = paging.next_url(list_url, q, refs[-1])
+        headers["Link"] = paging.link_to_next(tail["next"])
 
     # No total: a count with AFTER scans every match, on each page; HEAD gives it.
     def as_json():

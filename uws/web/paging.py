@@ -125,9 +125,9 @@ def decode_cursor(text: str) -> tuple[dt.datetime, str]:
         raise BadRequest("cursor: not a cursor this server issued") from None
 
 
-def next_link(list_url: str, q: ListQuery, last_ref) -> str:
-    """The ``Link`` header naming the page after the one ending with ``last_ref``."""
-    return f'<{next_url(list_url, q, last_ref)}>; rel="next"'
+def link_to_next(url: str) -> str:
+    """The ``Link`` header naming ``url`` as the next page."""
+    return f'<{url}>; rel="next"'
 
 
 def next_url(list_url: str, q: ListQuery, last_ref) -> str:
