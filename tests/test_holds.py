@@ -19,7 +19,7 @@ from uws import timeutil
 from uws.auth import AuthConfig
 from uws.holds import Holds
 from uws.jobs import Caller, Control
-from uws.model import ErrorSummary, Job, new_job_id
+from uws.model import ErrorSummary, Job, ListQuery, new_job_id
 from uws.phases import Phase
 from uws.render import json as render_json
 from uws.render.xml import Links
@@ -301,6 +301,25 @@ def test_creations_with_run_racing_a_release_never_leave_a_job_held_without_a_ho
              lambda: holds.release("s", None, ROOT))
         assert len(made) == 8
         assert {api.get("s", i, ALICE).phase for i in made} == {Phase.QUEUED}
+
+
+def test_creations_with_run_racing_a_batch_run_under_a_hold_all_end_held(make_app):
+    # Each takes the owner's HELD and PENDING counters: in the same order, or
+    # PostgreSQL finds a deadlock and one of them fails.
+    application = make_app(executor="none")
+    client, api = application.test_client(), application.extensions["uws"]
+    batches = application.extensions["uws_batches"]
+    Holds(api).hold("s", "alice", "", ROOT)
+    for _ in range(15):
+        made = client.post("/s/batches", data=json.dumps([{}] * 8),
+                           content_type="application/json", headers=basic("alice"))
+        assert made.status_code == 303
+        batch = made.headers["Location"].rsplit("/", 1)[1]
+        created, _ = race(lambda: api.create("s", [], {}, Control(run=True), ALICE),
+                          lambda batch=batch: batches.run("s", batch, ALICE))
+        assert api.get("s", created, ALICE).phase is Phase.HELD
+    phases = [r.phase for r in api.list("s", ListQuery(limit=1000), ALICE)]
+    assert len(phases) == 15 * 9 and set(phases) == {Phase.HELD}
 
 
 def test_runs_racing_a_new_hold_end_queued_or_held(idle):

@@ -153,15 +153,18 @@ class HoldQueries(StorePart):
         no hold that still applies -> QUEUED.  The phase it moved to, or None when
         it did not move (not PENDING or HELD, still held, or no such job)."""
         with self.engine.begin() as conn:
-            new = self._run_in(conn, job_id, service, owner)
-        if new is not None:
-            self._changed(job_id)
-        return new
+            change = self._run_move(conn, job_id, service, owner)
+            if change is not None:
+                self._record(conn, change)
+        if change is None:
+            return None
+        self._changed(job_id)
+        return Phase(change.new)
 
-    def _run_in(self, conn: sa.Connection, job_id: str, service: str,
-                owner: str) -> Phase | None:
-        """:meth:`run_job` in ``conn``'s transaction (the caller calls _changed after
-        its commit when the job moved)."""
+    def _run_move(self, conn: sa.Connection, job_id: str, service: str,
+                  owner: str) -> Change | None:
+        """:meth:`run_job`'s move in ``conn``'s transaction, not yet recorded: the
+        change to record (the caller then calls _changed after its commit), or None."""
         key = {"_service": service, "_owner": owner, "_id": job_id}
         if conn.dialect.name == "postgresql":   # holds, then the job: as a release does
             held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
@@ -176,11 +179,9 @@ class HoldQueries(StorePart):
         event = _run_event(Phase(row.phase), row.held_for, held is not None)
         if event is None:
             return None
-        new = target(event)
         conn.execute(_RUN_MOVES[event], key)
-        self._record(conn, Change(job_id, service, owner, row.phase, new.value, row.batch_id))
         self._announce(conn, job_id)
-        return new
+        return Change(job_id, service, owner, row.phase, target(event).value, row.batch_id)
 
     def held_because(self, job_id: str) -> tuple[str | None, str | None]:
         """Why a HELD job is held: (QUOTA or STOPPED or None, the hold's reason)."""

@@ -124,17 +124,23 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             _INSERT_BYTES.run(conn, {"job_id": job.id, "bytes": stored_bytes})
             if job.callback_url is not None:
                 callbacks.name(conn, job.id, job.callback_url)
-            self._record(conn, Change(job.id, job.service, job.owner, None, job.phase.value))
+            created = Change(job.id, job.service, job.owner, None, job.phase.value)
+            ran = self._run_move(conn, job.id, job.service, job.owner) if run else None
+            # Both changes' counters in one bump: PENDING's +1 and -1 cancel out, and
+            # the one counter left is taken in the key order every writer keeps (a
+            # PENDING counter held while taking HELD's would deadlock on PostgreSQL
+            # with a batch run under a hold, which takes HELD's, then PENDING's).
+            self._record_many(conn, [created] if ran is None else [created, ran])
             usage.add(conn, job.service, job.owner, job.id, stored_bytes)
             if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
                 raise OverQuota("jobs", quota.jobs)
             if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
                 raise OverQuota("bytes", quota.bytes)
-            moved = self._run_in(conn, job.id, job.service, job.owner) if run else None
         self._changed(EVENTS_KEY)       # event streams follow creations too
-        if moved is not None:
-            self._changed(job.id)
-        return moved
+        if ran is None:
+            return None
+        self._changed(job.id)
+        return Phase(ran.new)
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
