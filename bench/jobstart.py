@@ -1,6 +1,6 @@
 """Section [7] of bench.py alone, with where the CPU goes (issue 12, "job start").
 
-    python bench/jobstart.py [--rounds 50] [--burst 200] [--repeat 1]
+    python bench/jobstart.py [--rounds 50] [--burst 200] [--repeat 1] [--stored 0,100000]
 
 Starts ``uws serve`` as bench.py does and measures: create+RUN -> COMPLETED seen by
 WAIT, one job at a time (p50), and ``--burst`` no-op jobs queued at once (completed
@@ -8,7 +8,9 @@ jobs/s).  For the burst it also prints the CPU per job of the server process (HT
 executor), of the fork server itself, and of the job processes (the fork server's
 reaped children, /proc cutime+cstime), which a busy shared machine disturbs far less
 than the wall-clock figures.  With JOBSTART_PERF=FILE set, the burst's fork server and
-job processes are recorded with ``perf record -g`` into FILE.
+job processes are recorded with ``perf record -g`` into FILE.  ``--stored`` repeats it
+all with that many finished jobs of another owner in the service (seeded into the
+database while the server runs): a job's start must not cost more for them.
 """
 from __future__ import annotations
 
@@ -107,26 +109,50 @@ def _record(forks: int | None) -> subprocess.Popen | None:
     return perf
 
 
+def measure(server: Server, clients: Clients, rounds: int, burst_jobs: int) -> None:
+    url = server.url + SERVICE
+    for _ in range(5):
+        run_one(clients.http[0], url)       # warm up
+    lat = [run_one(clients.http[0], url) for _ in range(rounds)]
+    print(f"  create+RUN -> COMPLETED: p50 {percentile(lat, 50):6.2f} ms, "
+          f"p90 {percentile(lat, 90):6.2f} ms", flush=True)
+    if burst_jobs:
+        burst(server, clients, burst_jobs)
+
+
+def seed(server: Server, n: int) -> None:
+    """Finished jobs of another owner (the anonymous callers' quota stays free)."""
+    from uws.store import Store
+    store = Store(server.db_url)
+    try:
+        store.seed_jobs(SERVICE, n, owner="earlier")
+    finally:
+        store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--burst", type=int, default=200, help="0: none")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--stored", default="0",
+                    help="comma-separated counts of finished jobs stored, ascending")
     args = ap.parse_args()
+    sizes = [int(n) for n in args.stored.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="uws-jobstart-"))
     server = Server(tmp / "data", tmp / "server.log")
     server.start()
     clients = Clients(8, server.url)
     try:
-        url = server.url + SERVICE
-        for _ in range(args.repeat):
-            for _ in range(5):
-                run_one(clients.http[0], url)       # warm up
-            lat = [run_one(clients.http[0], url) for _ in range(args.rounds)]
-            print(f"  create+RUN -> COMPLETED: p50 {percentile(lat, 50):6.2f} ms, "
-                  f"p90 {percentile(lat, 90):6.2f} ms", flush=True)
-            if args.burst:
-                burst(server, clients, args.burst)
+        stored = 0
+        for size in sizes:
+            if size > stored:
+                seed(server, size - stored)
+                stored = size
+            if len(sizes) > 1:
+                print(f"  -- {size} finished jobs of another owner stored --", flush=True)
+            for _ in range(args.repeat):
+                measure(server, clients, args.rounds, args.burst)
     finally:
         clients.close()
         server.stop()

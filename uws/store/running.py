@@ -16,6 +16,7 @@ from .changes import Change, Times
 from .part import StorePart
 from .tables import attempt as A
 from .tables import job as J
+from .tables import job_count as C
 from .tables import result as R
 
 
@@ -31,11 +32,25 @@ def due(table) -> sa.ColumnElement[bool]:
     return sa.or_(table.c.start_after.is_(None), table.c.start_after <= sa.bindparam("now"))
 
 
-# Each owner with queued jobs due: its best priority and its oldest job.
-_QUEUED_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.max(J.c.priority),
-                            sa.func.min(J.c.creation_time))
-                  .where(J.c.phase == Phase.QUEUED.value, J.c.service.in_(_SERVICES), due(J))
-                  .group_by(J.c.service, J.c.owner))
+# Each owner with queued jobs (by its counters): the best priority of its jobs due and
+# the creation of its oldest, each one index seek (ix_uws_job_claim, ix_uws_job_phase).
+# A claim so costs the same with a million jobs stored or a thousand queued as with none.
+_OWNERS = (sa.select(C.c.service, C.c.owner)
+           .where(C.c.phase == Phase.QUEUED.value, C.c.service.in_(_SERVICES))
+           .group_by(C.c.service, C.c.owner).having(sa.func.sum(C.c.n) > 0).subquery("owners"))
+_head = J.alias("head")
+
+
+def _first_due(column: sa.ColumnElement, order: sa.ColumnElement) -> sa.ScalarSelect:
+    return (sa.select(column)
+            .where(_head.c.phase == Phase.QUEUED.value, _head.c.service == _OWNERS.c.service,
+                   _head.c.owner == _OWNERS.c.owner, due(_head))
+            .order_by(order).limit(1).scalar_subquery())
+
+
+_QUEUED_OWNERS = sa.select(_OWNERS.c.service, _OWNERS.c.owner,
+                           _first_due(_head.c.priority, _head.c.priority.desc()),
+                           _first_due(_head.c.creation_time, _head.c.creation_time))
 _RUNNING_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.count())
                    .where(J.c.phase == Phase.EXECUTING.value, J.c.service.in_(_SERVICES))
                    .group_by(J.c.service, J.c.owner))
@@ -121,8 +136,8 @@ class RunningQueries(StorePart):
         """
         services = list(services)
         with self.engine.connect() as conn:
-            heads = conn.execute(_QUEUED_OWNERS, {"services": services,
-                                                  "now": timeutil.now()}).all()
+            heads = [head for head in conn.execute(_QUEUED_OWNERS, {
+                "services": services, "now": timeutil.now()}) if head[2] is not None]
             if not heads:
                 return None
             caps = {(s, o): running_cap(s, o) if running_cap else 0 for s, o, _, _ in heads}
@@ -274,12 +289,16 @@ class RunningQueries(StorePart):
             return conn.execute(stmt, {"now": timeutil.now()}).scalar_one()
 
     def recent_run_seconds(self, service: str, limit: int = 20) -> list[float]:
-        """Run times of the service's latest completed jobs (for quotes)."""
+        """Run times of the service's completed jobs created last (for quotes).
+
+        By creation, not by end: the service's jobs are walked newest first along
+        ix_uws_job_all until ``limit`` completed ones are found, where sorting them
+        all by their end took 0.44 s with 10^6 stored."""
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(J.c.start_time, J.c.end_time).where(
                 J.c.service == service, J.c.phase == Phase.COMPLETED.value,
                 J.c.start_time.is_not(None), J.c.end_time.is_not(None))
-                .order_by(J.c.end_time.desc()).limit(limit)).all()
+                .order_by(J.c.creation_time.desc()).limit(limit)).all()
         return [(end - start).total_seconds() for start, end in rows]
 
     def expired(self, now: dt.datetime, limit: int = 500) -> list[tuple[str, str]]:

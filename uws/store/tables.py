@@ -54,8 +54,10 @@ Index("ix_uws_job_list", job.c.service, job.c.owner, job.c.creation_time, job.c.
 Index("ix_uws_job_phase", job.c.service, job.c.owner, job.c.phase, job.c.creation_time, job.c.id)
 # Unscoped (administrator) lists.
 Index("ix_uws_job_all", job.c.service, job.c.creation_time, job.c.id, job.c.phase)
-# The executor takes QUEUED jobs by priority, then oldest first.
-Index("ix_uws_job_queue", job.c.phase, job.c.priority, job.c.creation_time)
+# The executor takes an owner's QUEUED jobs by priority, then oldest first: a claim
+# seeks its job here, never walking the service's other jobs (revision 0011).
+Index("ix_uws_job_claim", job.c.phase, job.c.service, job.c.owner, job.c.priority.desc(),
+      job.c.creation_time, job.c.id)
 Index("ix_uws_job_destruction", job.c.destruction)
 Index("ix_uws_job_running", job.c.phase, job.c.deadline)
 # A batch's jobs in creation order, and its counts by phase, read from the index alone.
@@ -135,6 +137,8 @@ job_count = Table(
     Column("slot", SmallInteger, primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
+# The owners with jobs in a phase (the executor's claims ask who has QUEUED ones).
+Index("ix_uws_job_count_phase", job_count.c.phase, job_count.c.service, job_count.c.owner)
 
 # Every change of a job's existence or phase, written in the changing transaction
 # (uws/store/events.py).  ``seq`` is the event id; ``xid`` the writing PostgreSQL
