@@ -3,6 +3,7 @@ run (issue 12's job-start targets), with what they must still record."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 import time
 
@@ -230,11 +231,14 @@ def plans(store, seen: list[tuple[str, object]]) -> list[str]:
     return out
 
 
+#: uws_job walked (SQLite's SCAN, PostgreSQL's Seq Scan; the small counters table,
+#: uws_job_count, may be), or rows sorted
+_WALK = re.compile(r"\bSCAN (uws_job|head|candidate)\b(?!_)|TEMP B-TREE"
+                   r"|Seq Scan on uws_job\b(?!_)|\bSort\b")
+
+
 def assert_seeks(plan: str) -> None:
-    """An index seek: no table walked (SQLite's SCAN, PostgreSQL's Seq Scan), no sort."""
-    for walk in ("SCAN uws_job", "SCAN head", "SCAN candidate", "TEMP B-TREE",
-                 "Seq Scan on uws_job", "Sort"):
-        assert walk not in plan, plan
+    assert not _WALK.search(plan), plan
 
 
 def analysed(api) -> None:
@@ -242,6 +246,7 @@ def analysed(api) -> None:
     with api.store.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("ANALYZE uws_job"))
+            conn.execute(sa.text("ANALYZE uws_job_count"))
 
 
 def test_a_claim_seeks_its_job_however_many_jobs_are_stored(api):

@@ -34,7 +34,11 @@ def due(table) -> sa.ColumnElement[bool]:
 
 # Each owner with queued jobs (by its counters): the best priority of its jobs due and
 # the creation of its oldest, each one index seek (ix_uws_job_claim, ix_uws_job_phase).
-# A claim so costs the same with a million jobs stored or a thousand queued as with none.
+# A claim so costs the same with a million jobs stored as with none.  What it still walks:
+# the QUEUED counter rows of the service (every owner that ever queued a job there keeps
+# one per slot, at 0) and an owner's queued jobs not yet due (STARTAFTER, backoff).
+# The counters are exact (uws.store.counts): one that drifted (a process of a version
+# before them changed jobs) hides queued jobs from claims until ``uws db recount``.
 _OWNERS = (sa.select(C.c.service, C.c.owner)
            .where(C.c.phase == Phase.QUEUED.value, C.c.service.in_(_SERVICES))
            .group_by(C.c.service, C.c.owner).having(sa.func.sum(C.c.n) > 0).subquery("owners"))
