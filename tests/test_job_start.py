@@ -32,11 +32,14 @@ def claim(api, caps=None) -> str | None:
 
 
 def executed(store, action) -> list[tuple[str, object]]:
-    """The SQL statements ``action()`` runs, with their parameters."""
+    """The SQL statements ``action()`` runs, with their parameters (not the app's
+    sweeps, which may run in their own thread meanwhile)."""
     seen: list[tuple[str, object]] = []
+    caller = threading.get_ident()
 
     def listener(conn, cursor, statement, params, *args):
-        seen.append((statement, params))
+        if threading.get_ident() == caller:
+            seen.append((statement, params))
 
     sa.event.listen(store.engine, "before_cursor_execute", listener)
     try:
