@@ -270,7 +270,8 @@ def test_a_claim_seeks_its_job_however_many_jobs_are_stored(api):
 
 
 def finished_with_run_times(api, n: int) -> None:
-    """``n`` completed jobs created a second apart, the k-th (oldest first) run k s."""
+    """``n`` completed jobs created a second apart, the k-th (oldest first) run for
+    (n - k) minutes: the older a job, the later it ended."""
     api.store.seed_jobs("sleep", n, owner="earlier")
     with api.store.engine.begin() as conn:
         ids = conn.execute(sa.text("SELECT id, creation_time FROM uws_job "
@@ -280,13 +281,15 @@ def finished_with_run_times(api, n: int) -> None:
                 created = dt.datetime.fromisoformat(created)
             conn.execute(sa.text("UPDATE uws_job SET start_time = :s, end_time = :e "
                                  "WHERE id = :id"),
-                         {"s": created, "e": created + dt.timedelta(seconds=k), "id": job_id})
+                         {"s": created, "e": created + dt.timedelta(minutes=n - k),
+                          "id": job_id})
     analysed(api)
 
 
 def test_the_typical_run_time_comes_from_the_completed_jobs_created_last(api):
     finished_with_run_times(api, 30)
-    assert sorted(api.store.recent_run_seconds("sleep")) == [float(k) for k in range(10, 30)]
+    newest = [60.0 * (30 - k) for k in range(10, 30)]     # not the 20 that ended last
+    assert sorted(api.store.recent_run_seconds("sleep")) == sorted(newest)
 
 
 def test_the_typical_run_time_is_read_without_sorting_the_jobs_stored(api):
