@@ -269,6 +269,11 @@ def test_a_claim_seeks_its_job_however_many_jobs_are_stored(api):
         assert_seeks(plan)
 
 
+_SET_TIMES = sa.text("UPDATE uws_job SET start_time = :s, end_time = :e WHERE id = :id"
+                     ).bindparams(sa.bindparam("s", type_=sa.DateTime),
+                                  sa.bindparam("e", type_=sa.DateTime))
+
+
 def finished_with_run_times(api, n: int) -> None:
     """``n`` completed jobs created a second apart, the k-th (oldest first) run for
     (n - k) minutes: the older a job, the later it ended."""
@@ -279,8 +284,7 @@ def finished_with_run_times(api, n: int) -> None:
         for k, (job_id, created) in enumerate(ids):
             if isinstance(created, str):        # SQLite keeps the text
                 created = dt.datetime.fromisoformat(created)
-            conn.execute(sa.text("UPDATE uws_job SET start_time = :s, end_time = :e "
-                                 "WHERE id = :id"),
+            conn.execute(_SET_TIMES,
                          {"s": created, "e": created + dt.timedelta(minutes=n - k),
                           "id": job_id})
     analysed(api)
