@@ -36,11 +36,11 @@ def test_a_directory_swapped_for_a_symlink_during_the_open_is_refused(files, tmp
     d = files.results_dir(JOB) / "d"
     real_open = os.open
 
-    def open_while_swapped(path, flags, *args):
+    def open_while_swapped(path, flags, *args, **kwargs):
         d.rename(d.with_name("d-real"))
         d.symlink_to(tmp_path / "secret")
         try:
-            return real_open(path, flags, *args)
+            return real_open(path, flags, *args, **kwargs)
         finally:
             d.unlink()
             d.with_name("d-real").rename(d)
@@ -65,3 +65,56 @@ def test_a_fifo_is_refused_at_once(files):
 def test_a_file_gone_before_the_open_is_not_found(files):
     with pytest.raises(NotFound):
         files.open_result(JOB, "d/never.txt")
+
+
+def test_a_results_directory_swapped_for_a_symlink_is_refused(files, tmp_path):
+    """A job owns its directory: its results directory made a link to any other
+    directory of the server's user must not serve what lies there."""
+    results = files.results_dir(JOB)
+    results.rename(results.with_name("results-real"))
+    results.symlink_to(tmp_path / "secret")
+    with pytest.raises(NotFound):
+        files.open_result(JOB, "out.txt")
+
+
+def test_a_job_directory_swapped_for_a_symlink_is_refused(files, tmp_path):
+    job_dir = files.job_dir(JOB)
+    job_dir.rename(job_dir.with_name("elsewhere"))
+    (tmp_path / "secret" / "results" / "d").mkdir(parents=True)
+    (tmp_path / "secret" / "results" / "d" / "out.txt").write_bytes(b"a server file")
+    job_dir.symlink_to(tmp_path / "secret")
+    with pytest.raises(NotFound):
+        files.open_result(JOB, "d/out.txt")
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(files, tmp_path):
+    os.link(tmp_path / "secret" / "out.txt", files.results_dir(JOB) / "linked.txt")
+    with pytest.raises(NotFound):
+        files.open_result(JOB, "linked.txt")
+
+
+@pytest.mark.parametrize("name", ["../d/out.txt", "d/../d/out.txt", "./d/out.txt", "/d/out.txt",
+                                  "d//out.txt", ".hidden"])
+def test_a_name_that_is_not_plain_is_not_found(files, name):
+    with pytest.raises(NotFound):
+        files.open_result(JOB, name)
+
+
+def test_a_data_directory_reached_through_a_symlink_still_serves(tmp_path):
+    """The administrator's links above the jobs' directories are followed."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "data").symlink_to(tmp_path / "disk")
+    jf = JobFiles(tmp_path / "data", max_upload_bytes=1000)
+    jf.results_dir(JOB).mkdir(parents=True)
+    (jf.results_dir(JOB) / "out.txt").write_bytes(b"bytes")
+    f, st = jf.open_result(JOB, "out.txt")
+    with f:
+        assert f.read() == b"bytes" and st.st_size == 5
+
+
+def test_an_upload_is_opened_from_the_jobs_uploads(files):
+    (files.job_dir(JOB) / "uploads").mkdir()
+    (files.job_dir(JOB) / "uploads" / "table").write_bytes(b"uploaded")
+    f, st = files.open_upload(JOB, "table")
+    with f:
+        assert f.read() == b"uploaded" and st.st_size == 8

@@ -61,10 +61,15 @@ class JobFiles:
     def open_result(self, job_id: str, relative: str):
         """The result file opened for reading, with its os.stat_result; NotFound if
         it is gone or is not a regular file inside the job's result directory."""
-        return _open_inside(self.results_dir(job_id), self.result_path(job_id, relative))
+        return self._open_below(job_id, "results", relative)
 
     def open_upload(self, job_id: str, name: str):
-        return _open_inside(self.job_dir(job_id) / "uploads", self.upload_path(job_id, name))
+        return self._open_below(job_id, "uploads", name)
+
+    def _open_below(self, job_id: str, area: str, name: str):
+        self.job_dir(job_id)    # NotFound for what is not a job id
+        _check_names(name)
+        return _open_beneath(self.root, [job_id[:2], job_id, area, *name.split("/")])
 
     def stage_upload(self, job_id: str, name: str, stream) -> Path:
         """Copy an upload stream beside its final place; TooLarge past the limit.
@@ -114,8 +119,7 @@ class JobFiles:
 
     @staticmethod
     def _inside(base: Path, name: str) -> Path:
-        if not all(_SAFE_NAME.match(part) for part in name.split("/")):
-            raise NotFound(f"no file {name!r}")
+        _check_names(name)
         path = (base / name).resolve()
         if base.resolve() not in path.parents:
             raise NotFound(f"no file {name!r}")
@@ -181,30 +185,43 @@ def _remove_tree(path: Path) -> bool:
     return not failures
 
 
-def _open_inside(base: Path, path: Path):
-    """Open ``path`` for reading only if what was opened lies inside ``base``.
+def _check_names(name: str) -> None:
+    """NotFound for a relative name with a part that is not a plain file name
+    (empty, ".", "..", hidden, or with characters of its own)."""
+    if not all(_SAFE_NAME.match(part) for part in name.split("/")):
+        raise NotFound(f"no file {name!r}")
 
-    Jobs write into these directories while the server reads them, so a check
-    of the path followed by an open could be raced by swapping a directory for a
-    symlink.  The check is made on the open file instead: after opening, the
-    path must still resolve inside ``base`` to the very inode that was opened.
-    A file with another name elsewhere (a hard link, ``st_nlink > 1``) is refused
-    like a symlink: a job could link any file of the server's user into its results.
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted by a job must not hang the request.
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_beneath(top: Path, parts: list[str]):
+    """Open ``top/parts[0]/.../parts[-1]`` for reading, each part relative to the
+    directory opened before it and none of them a symlink: (binary file,
+    os.stat_result), or NotFound.
+
+    Jobs write into these directories while the server reads them, so a check of
+    a path followed by its open could be raced by swapping a directory for a
+    symlink.  Opening one part at a time, each with O_NOFOLLOW below the directory
+    descriptor held, leaves no path to swap: what is opened lies inside ``top``
+    (the server's own directory; a symlink there is the administrator's).  A file
+    with another name elsewhere (a hard link, ``st_nlink > 1``) is refused like a
+    symlink: a job could link any file of the server's user into its results.
     """
-    missing = NotFound(f"no file {path.name!r}")
+    missing = NotFound(f"no file {parts[-1]!r}")
     try:
-        # O_NONBLOCK: a FIFO planted by a job must not hang the request.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         raise missing from None
     try:
+        for i, part in enumerate(parts):
+            below = os.open(part, _FILE if i == len(parts) - 1 else _DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
         opened = os.fstat(fd)
-        real = Path(os.path.realpath(path))
-        if (not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1
-                or base.resolve() not in real.parents):
-            raise missing
-        now = os.stat(real)
-        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        if not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1:
             raise missing
         return os.fdopen(fd, "rb"), opened
     except OSError:

@@ -17,7 +17,7 @@ def download(opened, mime_type: str, name: str) -> Response:
 
     Sent as an attachment of its declared type and sandboxed, so even a result
     that is HTML can never run script on this origin.  Served from the open
-    file, never by path again (see files._open_inside)."""
+    file, never by path again (see files._open_beneath)."""
     file, st = opened
     response: Response = send_file(file, mimetype=mime_type or "application/octet-stream",
                          as_attachment=True, download_name=name, conditional=False,
