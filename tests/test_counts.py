@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import os
 import random
 import socket
@@ -31,6 +32,7 @@ from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
 from fakes import MemoryStore
+from test_store_races import race
 
 SERVICES = {"plain": {"runner": "uws.demo:sleep"},
             "retried": {"runner": "uws.demo:sleep", "retry": True},
@@ -71,10 +73,14 @@ def churn(store, seed: int, rounds: int, dead_worker: str) -> None:
         claimed = store.claim_next(worker, [service], -1 if fate == "lost" else 60)
         if claimed is None or fate in ("lost", "dead"):
             continue        # left to the sweeps
-        store.set_stored_bytes(claimed, rng.randrange(5000))    # what it wrote
-        if fate == "complete":
+        wrote = rng.randrange(5000)
+        if fate == "complete" and rng.random() < 0.5:   # as the executor ends a job well
+            store.mark_completed(claimed, stored_bytes=wrote)
+        elif fate == "complete":
+            store.set_stored_bytes(claimed, wrote)
             store.mark_completed(claimed)
         else:
+            store.set_stored_bytes(claimed, wrote)
             store.mark_failed(claimed, ErrorSummary("fatal", "churned"))
         if rng.random() < 0.2:
             store.delete_job(claimed)
@@ -206,6 +212,62 @@ def test_an_archived_jobs_bytes_leave_its_owners_total_and_its_deletion_takes_no
     assert store.stored_bytes("plain", "alice") == 0
     assert store.delete_job(job.id)
     assert store.stored_bytes("plain", "alice") == 0
+
+
+def commits_of(store: Store, call) -> int:
+    """How many transactions ``call`` committed (in this thread)."""
+    me, seen = threading.get_ident(), []
+
+    def committed(_conn):
+        if threading.get_ident() == me:
+            seen.append(1)
+
+    sa.event.listen(store.engine, "commit", committed)
+    try:
+        call()
+    finally:
+        sa.event.remove(store.engine, "commit", committed)
+    return len(seen)
+
+
+def running_job(store: Store, stored_bytes: int) -> str:
+    job = new_job("plain", "alice", random.Random(2))
+    store.insert_job(job, stored_bytes=stored_bytes)
+    store.mark_queued(job.id)
+    assert store.claim_next("w", ["plain"], 60) == job.id
+    return job.id
+
+
+def test_a_job_completed_with_its_bytes_counts_them_in_the_same_commit(api):
+    store = api.store
+    job_id = running_job(store, 700)
+    assert commits_of(store, lambda: store.mark_completed(job_id, stored_bytes=900)) == 1
+    assert store.get_job(job_id, "plain", None).phase is Phase.COMPLETED
+    assert store.stored_bytes("plain", "alice") == 900
+    totals, sums = bytes_totals_and_sums(store)
+    assert totals == sums == {("plain", "alice"): 900}
+
+
+def test_a_completion_that_lost_to_an_abort_records_no_bytes(api):
+    """The executor then records them on their own (Outcomes.record)."""
+    store = api.store
+    job_id = running_job(store, 700)
+    assert store.mark_aborted(job_id)
+    assert store.mark_completed(job_id, stored_bytes=900) is False
+    assert store.stored_bytes("plain", "alice") == 700
+
+
+def test_a_completion_with_its_bytes_racing_a_deletion_leaves_exact_totals(api):
+    """The completion locks the bytes row before the job's, as a deletion does: on
+    PostgreSQL the other order could deadlock."""
+    store = api.store
+    for _ in range(10):
+        job_id = running_job(store, 100)
+        _, deleted = race(functools.partial(store.mark_completed, job_id, stored_bytes=900),
+                          functools.partial(store.delete_job, job_id))
+        assert deleted, "a deletion always wins, before or after the completion"
+        totals, sums = bytes_totals_and_sums(store)
+        assert totals == sums
 
 
 def test_a_recount_repairs_counters_that_missed_changes(api):

@@ -218,6 +218,16 @@ def test_what_a_finished_job_wrote_counts_towards_its_owners_bytes(make_app):
     assert r.status_code == 403 and b"5000 bytes" in r.data
 
 
+def test_a_completed_job_counts_exactly_the_bytes_its_directory_holds(make_app):
+    application = make_app({"s": {"runner": "uws.demo:sleep", "parameters": SLEEP_PARAMS}})
+    api, client = application.extensions["uws"], application.test_client()
+    r = client.post("/s", data={"MESSAGE": "m" * 6000, "PHASE": "RUN"})
+    path = r.headers["Location"].replace("http://localhost", "")
+    assert b"COMPLETED" in settle(client, path).data
+    kept = api.files.usage(path.rsplit("/", 1)[-1]).total
+    assert kept > 6000 and api.store.stored_bytes("s", "") == kept
+
+
 def test_identified_owners_have_no_bytes_limit_by_default(make_app):
     application = make_app({"c": CHECKSUM}, executor="none")
     api = application.extensions["uws"]

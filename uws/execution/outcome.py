@@ -37,7 +37,7 @@ class Outcomes:
         writes into its directory any more, so a delete since has removed the
         directory for good (no read to check for one)."""
         job_id, code = running.job_id, running.process.returncode
-        usage = None
+        usage, recorded = None, False
         try:
             if code != 0 and running.killed:
                 # read after killed: stop() sets it before it kills
@@ -52,8 +52,9 @@ class Outcomes:
             usage = self.files.usage(job_id)     # final: the job has ended
             over = excess(service, usage)
             message = over or _failure(code or 0, reader)
-            if message is None:
-                return self.store.mark_completed(job_id)
+            if message is None:     # its bytes with its phase: one commit
+                recorded = self.store.mark_completed(job_id, stored_bytes=usage.total)
+                return recorded
             detail = _tail(self.files.job_dir(job_id) / "stderr.log") or None
             transient = not over and (reader.transient or code in service.retry_exit_codes)
             if self._fail(running, service, ErrorSummary(
@@ -61,7 +62,8 @@ class Outcomes:
                 usage = None    # its results went
             return False
         finally:
-            self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
+            if not recorded:
+                self.store.set_stored_bytes(job_id, (usage or self.files.usage(job_id)).total)
 
     def _fail(self, running: Running, service, error: ErrorSummary) -> bool:
         """ERROR; or, for a transient error with attempts left, QUEUED again after its

@@ -158,12 +158,8 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             owned = conn.execute(_OWNED_BY, {"_id": job_id}).first()
             if owned is None:
                 return      # deleted meanwhile: its bytes went with it
-            if before is None:
-                conn.execute(B.insert(), {"job_id": job_id, "bytes": size})
-            elif before != size:
-                conn.execute(_SET_BYTES, {"_id": job_id, "bytes": size})
-            if owned.phase != Phase.ARCHIVED.value:     # archived: no longer counted
-                usage.add(conn, owned.service, owned.owner, job_id, size - (before or 0))
+            usage.put(conn, job_id, before, size, service=owned.service, owner=owned.owner,
+                      counted=owned.phase != Phase.ARCHIVED.value)   # archived: not counted
 
     def _serialise_owner(self, conn, service: str, owner: str) -> None:
         if self.engine.dialect.name == "postgresql":
@@ -305,8 +301,6 @@ _INSERT_BYTES = direct.DirectWrite(B.insert())
 _THE_JOB = J.c.id == sa.bindparam("_id")
 _OWNED_BY = sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB)
 _BYTES_OF = sa.select(B.c.bytes).where(B.c.job_id == sa.bindparam("id"))
-_SET_BYTES = B.update().where(B.c.job_id == sa.bindparam("_id")).values(
-    bytes=sa.bindparam("bytes"))
 _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _LOCK_UNARCHIVED = direct.DirectWrite(
     J.update().where(_THE_JOB, J.c.phase != Phase.ARCHIVED.value).values(id=J.c.id)

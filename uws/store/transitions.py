@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..model import ErrorSummary
 from ..phases import Event, Phase
-from . import counts
+from . import counts, usage
 from .changes import Change, Times
 from .direct import DirectWrite
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
@@ -39,9 +39,12 @@ class JobChanges(StorePart):
         """QUEUED -> EXECUTING, started now (executors use :meth:`claim_next`)."""
         return self._apply(job_id, Event.START, {"start_time": timeutil.now()})
 
-    def mark_completed(self, job_id: str) -> bool:
-        """EXECUTING -> COMPLETED, at 100 percent."""
-        return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0})
+    def mark_completed(self, job_id: str, stored_bytes: int | None = None) -> bool:
+        """EXECUTING -> COMPLETED, at 100 percent; with ``stored_bytes``, what the job
+        keeps on disk is recorded in the same transaction (one commit, not two, for
+        every job that ends well)."""
+        return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0},
+                           stored_bytes=stored_bytes)
 
     def mark_failed(self, job_id: str, error: ErrorSummary) -> bool:
         """Not yet finished -> ERROR, with its error summary."""
@@ -68,13 +71,16 @@ class JobChanges(StorePart):
             "start_time": None, "progress": None, "progress_message": None,
             "lease_owner": None, "lease_expires": None, "deadline": None})
 
-    def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None) -> bool:
+    def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None, *,
+               stored_bytes: int | None = None) -> bool:
         new = phases.target(event).value
         values = {"phase": new, **fields}
         columns, scoped = tuple(sorted(values)), owner is not None
         params = {**values, "_id": job_id, "_owner": owner}
         sources = phases.sources(event)
         with self.engine.begin() as conn:
+            # the bytes row before the job's, as a deletion takes them
+            kept = usage.lock(conn, job_id) if stored_bytes is not None else None
             if len(sources) == 1:
                 (old,) = (p.value for p in sources)
                 rows = _direct_transition(event, columns, scoped).run(conn, params)
@@ -91,6 +97,9 @@ class JobChanges(StorePart):
                 conn.execute(_transition_statement(event, columns, scoped), params).close()
                 change = Change(job_id, row.service, row.owner, row.phase, new, row.batch_id)
             self._record(conn, change)
+            if stored_bytes is not None:    # a job in any phase but ARCHIVED: counted
+                usage.put(conn, job_id, kept, stored_bytes, service=change.service,
+                          owner=change.owner, counted=new != Phase.ARCHIVED.value)
             self._announce(conn, job_id)
         self._changed(job_id)
         return True

@@ -45,6 +45,18 @@ def lock(conn: sa.Connection, job_id: str) -> int | None:
     return rows[0][0] if rows else None
 
 
+def put(conn: sa.Connection, job_id: str, before: int | None, size: int, *,
+        service: str, owner: str, counted: bool) -> None:
+    """Record that the job keeps ``size`` bytes, ``before`` being what :func:`lock`
+    read; its owner's total follows when the job is ``counted`` (not archived)."""
+    if before is None:
+        _INSERT.run(conn, {"job_id": job_id, "bytes": size})
+    elif before != size:
+        _SET.run(conn, {"_id": job_id, "bytes": size})
+    if counted:
+        add(conn, service, owner, job_id, size - (before or 0))
+
+
 def recount(conn: sa.Connection) -> None:
     """Rebuild the totals from uws_job_bytes (after rows changed without them)."""
     if conn.dialect.name == "postgresql":
@@ -79,3 +91,6 @@ _TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
 _DIRECT_TOTAL: dict[tuple[str, str], DirectRead] = {}     # _TOTAL by dialect_key
 _LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
                     .returning(B.c.bytes))
+_INSERT = DirectWrite(B.insert())
+_SET = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id"))
+                   .values(bytes=sa.bindparam("bytes")))
