@@ -40,8 +40,15 @@ ODD_RESULTS = ("import os\n"
                "os.write(fd,b'result x?y a.txt text/plain; charset=utf-8\\n')\n"
                "os.write(fd,b'result bad\\x01name a.txt\\n')\n"
                "os.write(fd,b'result m a.txt text/x\\x01y\\n')\n")
+# Makes its results directory a link to the data directory, then reports a file there.
+RELINKED = ("import os\n"
+            "fd=int(os.environ['UWS_REPORT_FD'])\n"
+            "here=os.getcwd(); data=os.path.abspath('../../../..')\n"
+            "os.chdir('..'); os.rename(here, 'gone'); os.symlink(data, 'results')\n"
+            "os.write(fd,b'result stolen secret.txt text/plain\\n')\n")
 SERVICES = {
     "odd": {"command": [PY, "-c", ODD_RESULTS]},
+    "relinked": {"command": [PY, "-c", RELINKED]},
     "background": {"command": [PY, "-c", BACKGROUND]},
     "quiet": {"command": [PY, "-c", QUIET]},
     "echo": {"command": [PY, "-c", "import sys; open('out.txt','w').write(sys.argv[1])", "{TEXT}"],
@@ -112,6 +119,16 @@ def test_an_optional_output_that_is_not_written_is_no_error(client):
 def test_a_job_killed_by_sigkill_ends_in_error_saying_so(client):
     doc = settle(client, start(client, "self-killed")).get_data(as_text=True)
     assert "<uws:phase>ERROR</uws:phase>" in doc and "killed by signal 9" in doc
+
+
+def test_a_job_that_links_its_results_directory_elsewhere_gets_no_result_from_there(
+        client, app):
+    data_dir = app.extensions["uws"].files.root.parent
+    (data_dir / "secret.txt").write_text("a file of the server's user")
+    path = start(client, "relinked")
+    doc = settle(client, path).get_data(as_text=True)
+    assert "<uws:phase>COMPLETED</uws:phase>" in doc and "<uws:result " not in doc
+    assert client.get(f"{path}/results/stolen").status_code == 404
 
 
 def test_runner_exception_ends_in_error_with_its_message_and_traceback(client):
