@@ -2,14 +2,18 @@
 """Instructions per request, counted by valgrind: a figure that other load on the
 machine does not move (timings do), for comparing two versions of the server.
 
-    python bench/instructions.py [get | last10 | last100 | create | delete] [-n 200]
+    python bench/instructions.py [get | last10 | last100 | create | delete | run] [-n 200]
 
 For each kind of request the server (the app of ``uws serve`` under the same
 waitress, or with ``--ceiling`` bench/ceiling.py's) runs twice under
 ``valgrind --tool=callgrind``: once answering the warm-up requests only, once
 answering ``n`` more; the difference over ``n`` is what one request costs the
 server process, HTTP parsing and every thread included.  ``delete`` is a creation
-and a deletion (subtract ``create``).  Each run takes about a minute.
+and a deletion (subtract ``create``).  ``run`` is a no-op job created with PHASE=RUN
+and run to COMPLETED by the executor (the warm-up's jobs, then ``n`` more, queued at
+once; the client waits for them in the database): what a job start costs the server
+process, the fork server and the jobs themselves not included.  Each run takes about a
+minute (``run``: use a small ``n``, such as 40).
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -29,7 +34,7 @@ from pathlib import Path
 
 WARMUP = 20
 SEEDED = 120        # jobs made before the lists are read
-KINDS = ("get", "last10", "last100", "create", "delete")
+KINDS = ("get", "last10", "last100", "create", "delete", "run")
 CREATE_BODY = "DURATION=0"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -74,20 +79,22 @@ def instructions(kind: str, n: int, which: str) -> int:
 def serve_and_load(kind: str, n: int, ceiling: bool) -> int:
     """Under valgrind: serve, have a client process send the requests, leave."""
     from uws import config, httpserver
+    data_dir = ""
     if ceiling:
         sys.path.insert(0, str(Path(__file__).parent))
         from ceiling import make_app
         app = make_app()
     else:
         from uws.web.app import create_app
-        app = create_app(config.load(None, env={}, data_dir=tempfile.mkdtemp()))
+        data_dir = tempfile.mkdtemp()
+        app = create_app(config.load(None, env={}, data_dir=data_dir))
     port = free_port()
     cfg = config.load(None, env={"UWS_THREADS": "8"}, port=port, data_dir=tempfile.mkdtemp())
     server = httpserver.create(app, cfg, httpserver.raise_open_file_limit(), "127.0.0.1")
     threading.Thread(target=server.run, daemon=True).start()
     time.sleep(0.5)
     subprocess.run([sys.executable, "-c", CLIENT, str(port), kind, str(n),
-                    "ceiling" if ceiling else "uws"], check=True)
+                    "ceiling" if ceiling else "uws", data_dir], check=True)
     os._exit(0)     # no shutdown work counted
 
 
@@ -104,28 +111,52 @@ from http.client import HTTPConnection
 port, kind, n, which = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from instructions import Client
-Client(port, which).run(kind, n)
+Client(port, which, sys.argv[5]).run(kind, n)
 """
 
 
 class Client:
-    def __init__(self, port: int, which: str):
+    def __init__(self, port: int, which: str, data_dir: str = ""):
         self.http = HTTPConnection("127.0.0.1", port, timeout=600)
         self.ceiling = which == "ceiling"
+        self.data_dir = data_dir
 
     def send(self, method: str, path: str, body: str | None = None, headers=None):
         self.http.request(method, path, body=body, headers=headers or {})
         response = self.http.getresponse()
         return response, response.read()
 
-    def create(self) -> str:
-        response, _ = self.send("POST", "/sleep", CREATE_BODY, FORM)
+    def create(self, body: str = CREATE_BODY) -> str:
+        response, _ = self.send("POST", "/sleep", body, FORM)
         return urllib.parse.urlsplit(response.headers["Location"]).path
+
+    def run_jobs(self, count: int) -> None:
+        """Queue ``count`` no-op jobs at once, then wait until every job run is COMPLETED
+        (read in the database, so that waiting costs the server nothing)."""
+        for _ in range(count):
+            self.create(CREATE_BODY + "&PHASE=RUN")
+        self._ran += count
+        db = sqlite3.connect(f"file:{self.data_dir}/uws.sqlite3?mode=ro", uri=True)
+        try:
+            deadline = time.monotonic() + 3600
+            while time.monotonic() < deadline:
+                done, = db.execute("SELECT count(*) FROM uws_job WHERE phase = 'COMPLETED'"
+                                   ).fetchone()
+                if done >= self._ran:
+                    return
+                time.sleep(0.05)
+            raise RuntimeError(f"{self._ran - done} jobs not COMPLETED after an hour")
+        finally:
+            db.close()
 
     def run(self, kind: str, n: int) -> None:
         job = self.prepare()
         paths = {"get": job, "last10": "/sleep?LAST=10", "last100": "/sleep?LAST=100"}
+        self._ran = 0
         for count in (WARMUP, n):
+            if kind == "run":
+                self.run_jobs(count)
+                continue
             for _ in range(count):
                 if kind == "create":
                     self.create()
