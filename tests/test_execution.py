@@ -379,13 +379,14 @@ def test_a_runner_is_told_at_once_when_a_result_cannot_be_shown(name, filename, 
     assert sent == []
 
 
-def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll():
+def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll(tmp_path):
     """The RUN commits just after a worker's claim found nothing: the submit must
     not be lost (the worker would otherwise sleep a whole poll interval)."""
     import threading
     import types
 
     from uws.execution import process
+    from uws.files import JobFiles
 
     taken = threading.Event()
 
@@ -400,7 +401,7 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll()
             return "job" if self.calls == 2 else None
 
     executor = process.ProcessExecutor(config=types.SimpleNamespace(services={}), store=Store(),
-                                       files=None, slots=1)
+                                       files=JobFiles(tmp_path, 0), slots=1)
     executor._execute = lambda job_id: taken.set()
     worker = threading.Thread(target=executor._work_loop, daemon=True)
     worker.start()

@@ -120,6 +120,7 @@ class Files(Protocol):
     """Each job's directory: uploads, results, logs (:class:`uws.files.JobFiles`)."""
 
     max_upload_bytes: int
+    root: Path      # the jobs' directories are below it
 
     def job_dir(self, job_id: str) -> Path: ...
     def results_dir(self, job_id: str) -> Path: ...

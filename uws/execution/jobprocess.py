@@ -18,11 +18,11 @@ import subprocess
 import sys
 
 from .. import timing
-from ..files import make_private_dir
 from ..ports import Files, Settings
 from . import cgroups
 from .forkclient import ForkedJob, ForkServer, ForkServerDown
 from .forkserver import REPORT_FD
+from .jobdirs import JobDirs
 from .strays import kill_strays
 from .task import job_environment
 
@@ -40,8 +40,9 @@ class Running:
 class JobProcesses:
     """Starts, kills and sweeps up the processes of the jobs of one executor."""
 
-    def __init__(self, config: Settings, files: Files):
+    def __init__(self, config: Settings, files: Files, slots: int):
         self.files = files
+        self.dirs = JobDirs(files.root, keep=slots)
         self.cgroups = cgroups.detect()     # None: supervisor and process tree only
         self.forks = ForkServer([s.runner.partition(":")[0]
                                  for s in config.services.values() if s.runner])
@@ -57,8 +58,7 @@ class JobProcesses:
     def _start(self, job_id: str, service) -> tuple[subprocess.Popen | ForkedJob, int]:
         workdir = self.files.results_dir(job_id)
         logs = self.files.job_dir(job_id)
-        make_private_dir(workdir)
-        make_private_dir(logs / "tmp")
+        self.dirs.make(logs)
         read_fd, write_fd = os.pipe()
         try:
             with _private_file(logs / "stdout.log") as out, \

@@ -51,7 +51,7 @@ class ProcessExecutor(Executor):
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}
         self._threads: list[threading.Thread] = []
-        self.processes = JobProcesses(config, files)
+        self.processes = JobProcesses(config, files, self.slots)
         self.outcomes = Outcomes(store, files)
 
     # -- Executor interface ---------------------------------------------------------
@@ -93,6 +93,7 @@ class ProcessExecutor(Executor):
         for t in self._threads:
             t.join(timeout=5)
         self.processes.forks.stop()
+        self.processes.dirs.close()
 
     def end_lost(self, job_id: str) -> None:
         self.processes.end_lost(job_id)
@@ -210,6 +211,7 @@ class ProcessExecutor(Executor):
         try:
             task = task_of(job, service, self.files, self.config.max_upload_bytes)
             send_task(process, task)
+            self.processes.dirs.refill()    # the next job's directory, while this one runs
             reader = ReportReader(job_id, store=self.store, files=self.files, service=service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
