@@ -52,6 +52,20 @@ _LINK_NEXT_RE = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 # -- statistics -------------------------------------------------------------------------
 
+def inode_cost(directory: Path, count: int = 100) -> float:
+    """Microseconds to make one inode (a folder, a file) in ``directory``: a job's start
+    makes several.  ext4 without a journal skips, one by one, every inode freed in the
+    last minutes, so after many deletions this is 10-30 times its usual figure, and the
+    job-start figures move with it: printed beside them.  What it makes stays (it goes
+    with the data directory)."""
+    probe = Path(tempfile.mkdtemp(prefix="inodes-", dir=directory))
+    t0 = time.perf_counter()
+    for i in range(count):
+        os.mkdir(probe / f"d{i}")
+        os.close(os.open(probe / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return (time.perf_counter() - t0) / (2 * count) * 1e6
+
+
 def percentile(values: Iterable[float], q: float) -> float:
     """The q-th percentile (0..100), linearly interpolated between closest ranks."""
     data = sorted(values)
@@ -973,6 +987,9 @@ class Bench:
         WAIT, and completed jobs/s with many no-op jobs queued at once."""
         p, rep = self.plan, self.report
         section(f"[7] execution of no-op jobs (POST /{SERVICE} PHASE=RUN DURATION=0)")
+        cost = rep.figure("exec.inode_us", inode_cost(self.server.data_dir), "us")
+        print(f"  filesystem: {cost:.0f} us to make an inode in the data directory "
+              "(a job's start makes 5-6; see bench/README.rst)")
         # one client, one job at a time: the latency of an otherwise idle server
         rounds = self.clients.first(1).run(range(p.run_rounds),
                                            lambda s, _: self._run_to_completion(s),

@@ -23,7 +23,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import CREATE_FORM, SERVICE, WAIT_SECONDS, Clients, HttpClient, Server, percentile, phase_of, send
+from bench import (
+    CREATE_FORM,
+    SERVICE,
+    WAIT_SECONDS,
+    Clients,
+    HttpClient,
+    Server,
+    inode_cost,
+    percentile,
+    phase_of,
+    send,
+)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -111,6 +122,7 @@ def _record(forks: int | None) -> subprocess.Popen | None:
 
 def measure(server: Server, clients: Clients, rounds: int, burst_jobs: int) -> None:
     url = server.url + SERVICE
+    print(f"  filesystem: {inode_cost(server.data_dir):.0f} us to make an inode", flush=True)
     for _ in range(5):
         run_one(clients.http[0], url)       # warm up
     lat = [run_one(clients.http[0], url) for _ in range(rounds)]
