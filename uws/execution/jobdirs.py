@@ -5,17 +5,26 @@ Making them is inode allocation, which some filesystems make slow at times: ext4
 without a journal skips every inode freed in the last minute or more, so after many
 deletions (a destruction sweep, a DELETE storm) the five inodes of a job took 1–3 ms
 of a job's start, where they took 0.1 ms otherwise.  So each executor keeps one
-directory made ahead per slot, in ``jobs/.spare/`` (a name no job id or result path
-can take), made while the previous job runs; a start renames one into place, which
-allocates nothing.  A job whose directory exists already (its uploads, an earlier
-attempt) has what it lacks made on the spot, as before.
+directory made ahead per slot, made while the previous job runs; a start renames one
+into place, which allocates nothing.  A job whose directory exists already (its
+uploads, an earlier attempt) has what it lacks made on the spot, as before.
+
+Layout: ``jobs/.spare/`` (a name no job id or result path can take) holds one area
+per executor, ``<uuid>/``, flock'ed by it while it lives, so that the next executor
+to start removes the areas of dead ones (a server killed keeps its spares) whatever
+host or pid namespace they ran in; ``jobs/.spare/.lock`` orders making an area
+against sweeping.  A spare is checked before use: jobs run as the server's user and
+can reach it, so one found holding anything but its four empty entries is removed.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import logging
 import os
-import socket
+import shutil
+import stat
 import threading
 import uuid
 from pathlib import Path
@@ -27,6 +36,7 @@ log = logging.getLogger(__name__)
 SPARE = ".spare"
 LOGS = ("stdout.log", "stderr.log")
 AREAS = ("results", "tmp")
+_LOCK = ".lock"
 
 
 class JobDirs:
@@ -35,113 +45,176 @@ class JobDirs:
     def __init__(self, jobs_root: Path, keep: int):
         self.spares = Path(jobs_root) / SPARE
         self.keep = keep
-        # host:pid: what a later process on this host recognises as left by a dead one
-        self._prefix = f"{socket.gethostname()}:{os.getpid()}:"
         self._ready: list[Path] = []
+        self._making = 0            # spares being made, counted against keep
+        self._closed = False
         self._lock = threading.Lock()
-        self._sweep_dead()
+        self.area: Path | None = None
+        self._area_fd = -1
+        try:
+            self.area, self._area_fd = self._open_area()
+        except OSError as exc:      # jobs still start, making their directories
+            log.warning("no spare job directories: %s", exc)
 
     def make(self, job_dir: Path) -> None:
         """``job_dir`` with results/ and tmp/ (0700) and empty logs, renamed from a
         spare when it does not exist yet, else completed where it lacks them."""
         spare = self._take()
-        if spare is not None and self._rename(spare, job_dir):
-            return
         if spare is not None:
-            self._give_back(spare)
+            try:
+                if _rename(spare, job_dir):
+                    return
+                self._give_back(spare)      # the job's directory exists: the next job's
+            except OSError as exc:
+                log.warning("spare job directory %s not used: %s", spare.name, exc)
+                _discard(spare)
         for area in AREAS:
             make_private_dir(job_dir / area)
 
     def refill(self) -> None:
         """Make spares until ``keep`` are ready (call it off a job's start path)."""
-        while True:
-            with self._lock:
-                if len(self._ready) >= self.keep:
-                    return
+        while self._reserve():
+            spare = None
             try:
                 spare = self._make_spare()
             except OSError as exc:
                 log.warning("cannot make a spare job directory: %s", exc)
+            with self._lock:
+                self._making -= 1
+            if spare is None:
                 return
             self._give_back(spare)
 
     def close(self) -> None:
-        """Remove the spares still ready (a stopping executor)."""
+        """Remove this executor's area and the spares in it (a stopping executor)."""
         with self._lock:
+            self._closed = True
             spares, self._ready = self._ready, []
         for spare in spares:
-            _remove_spare(spare)
+            _discard(spare)
+        if self.area is not None:
+            with contextlib.suppress(OSError):  # a refill still running: the next sweep's
+                os.rmdir(self.area)
+            os.close(self._area_fd)
+            self.area, self._area_fd = None, -1
+
+    def _reserve(self) -> bool:
+        with self._lock:
+            if self._closed or self.area is None or len(self._ready) + self._making >= self.keep:
+                return False
+            self._making += 1
+            return True
 
     def _take(self) -> Path | None:
-        with self._lock:
-            return self._ready.pop() if self._ready else None
+        """A ready spare as it was made; the ones found altered are removed."""
+        while True:
+            with self._lock:
+                if not self._ready:
+                    return None
+                spare = self._ready.pop()
+            if _intact(spare):
+                return spare
+            log.warning("spare job directory %s was altered; removed", spare.name)
+            _discard(spare)
 
     def _give_back(self, spare: Path) -> None:
         with self._lock:
-            self._ready.append(spare)
+            if not self._closed:
+                self._ready.append(spare)
+                return
+        _discard(spare)
 
     def _make_spare(self) -> Path:
-        make_private_dir(self.spares)
-        spare = self.spares / f"{self._prefix}{uuid.uuid4().hex}"
+        assert self.area is not None
+        spare = self.area / uuid.uuid4().hex
         os.mkdir(spare, 0o700)
-        for area in AREAS:
-            os.mkdir(spare / area, 0o700)
-        for name in LOGS:
-            os.close(os.open(spare / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                             0o600))
+        try:
+            for area in AREAS:
+                os.mkdir(spare / area, 0o700)
+            for name in LOGS:
+                os.close(os.open(spare / name,
+                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except BaseException:
+            _discard(spare)
+            raise
         return spare
 
-    @staticmethod
-    def _rename(spare: Path, job_dir: Path) -> bool:
-        """Move ``spare`` to ``job_dir``; False where that exists (with content)."""
-        for _ in range(2):
-            try:
-                os.rename(spare, job_dir)
-                return True
-            except FileNotFoundError:
-                make_private_dir(job_dir.parent)    # a new jobs/<xx>/
-            except OSError as exc:
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
-                    return False
-                raise
-        return False
-
-    def _sweep_dead(self) -> None:
-        """Remove the spares of dead processes of this host (a server killed keeps
-        its spares); those of live processes, or other hosts, are theirs."""
-        try:
-            names = os.listdir(self.spares)
-        except OSError:
-            return
-        host = socket.gethostname()
-        for name in names:
-            owner_host, _, rest = name.partition(":")
-            pid = rest.partition(":")[0]
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
-                _remove_spare(self.spares / name)
+    def _open_area(self) -> tuple[Path, int]:
+        """This executor's area, made and locked after the dead executors' are swept."""
+        make_private_dir(self.spares)
+        with _locked(self.spares / _LOCK):
+            _sweep(self.spares)
+            area = self.spares / uuid.uuid4().hex
+            os.mkdir(area, 0o700)
+            fd = os.open(area, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return area, fd
 
 
-def _alive(pid: int) -> bool:
+def _rename(spare: Path, job_dir: Path) -> bool:
+    """Move ``spare`` to ``job_dir``; False where that exists (with content)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        os.rename(spare, job_dir)
         return True
+    except FileNotFoundError:
+        make_private_dir(job_dir.parent)    # a new jobs/<xx>/; ENOENT again: spare gone
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+            return False
+        raise
+    os.rename(spare, job_dir)
     return True
 
 
-def _remove_spare(spare: Path) -> None:
-    """A spare holds two empty directories and two empty files, nothing more."""
-    for name in LOGS:
-        _quietly(os.unlink, spare / name)
-    for area in AREAS:
-        _quietly(os.rmdir, spare / area)
-    _quietly(os.rmdir, spare)
-
-
-def _quietly(call, path: Path) -> None:
+def _intact(spare: Path) -> bool:
+    """Whether ``spare`` holds exactly its two empty private directories and two empty
+    private files, none a link."""
     try:
-        call(path)
+        if not _is(spare, stat.S_ISDIR, 0o700) or sorted(os.listdir(spare)) != sorted(
+                AREAS + LOGS):
+            return False
+        return (all(_is(spare / a, stat.S_ISDIR, 0o700) and not os.listdir(spare / a)
+                    for a in AREAS)
+                and all(_is(spare / n, stat.S_ISREG, 0o600, empty=True) for n in LOGS))
     except OSError:
-        pass
+        return False
+
+
+def _is(path: Path, kind, mode: int, empty: bool = False) -> bool:
+    st = os.lstat(path)
+    return (kind(st.st_mode) and stat.S_IMODE(st.st_mode) == mode
+            and (not empty or (st.st_size == 0 and st.st_nlink == 1)))
+
+
+def _sweep(spares: Path) -> None:
+    """Remove the areas no live executor holds locked (called under the area lock)."""
+    for name in os.listdir(spares):
+        if name == _LOCK:
+            continue
+        try:
+            fd = os.open(spares / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                         | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue                        # its executor lives
+        finally:
+            os.close(fd)
+        _discard(spares / name)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _discard(path: Path) -> None:
+    """Remove a spare or an area, whatever a job put in it (rmtree follows no link)."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -11,9 +11,11 @@ executor's side of the same guarantee.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -143,4 +145,15 @@ class JobProcesses:
 
 
 def _private_file(path):
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+    """A job's log, emptied: never through a link a job may have put in its place
+    (jobs run as the server's user; truncating a link's target would reach any file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(errno.EPERM, "not a job's own log", str(path))
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
