@@ -13,8 +13,7 @@ import threading
 import pytest
 
 from uws.errors import NotFound
-from uws.execution.jobdirs import SPARE, JobDirs
-from uws.execution.jobprocess import _private_file
+from uws.execution.jobdirs import LOCK, LOGS, SPARE, JobDirs, _lock
 from uws.files import JobFiles
 
 from uwshelp import create, job_id, run_to_end
@@ -43,7 +42,7 @@ def jobs(tmp_path) -> JobFiles:
 def spares(files) -> list:
     """The spares on disk, in every executor's area."""
     return sorted(p for area in (files.root / SPARE).iterdir() if area.is_dir()
-                  for p in area.iterdir())
+                  for p in area.iterdir() if not p.name.startswith("."))
 
 
 def ready(tmp_path, keep=1) -> tuple[JobFiles, JobDirs]:
@@ -104,47 +103,94 @@ def test_refill_keeps_one_spare_per_slot_and_no_more(tmp_path):
     assert len(spares(files)) == 3
 
 
-def test_concurrent_refills_make_no_more_than_keep(tmp_path):
+def on_os_call(monkeypatch, call: str, suffix: str, action) -> None:
+    """``action()`` runs before each ``os.<call>`` of a path ending in ``suffix``."""
+    real = getattr(os, call)
+
+    def patched(path, *args, **kw):
+        if str(path).endswith(suffix):
+            action()
+        return real(path, *args, **kw)
+    monkeypatch.setattr(os, call, patched)
+
+
+def test_concurrent_refills_make_no_more_than_keep(tmp_path, monkeypatch):
     files = jobs(tmp_path)
-    dirs = JobDirs(files.root, keep=2)
-    threads = [threading.Thread(target=dirs.refill) for _ in range(8)]
+    dirs = JobDirs(files.root, keep=1)
+    meet = threading.Barrier(2, timeout=1)
+
+    def both_inside():      # a second refill making a spare too would meet the first here
+        try:
+            meet.wait()
+        except threading.BrokenBarrierError:
+            pass
+    on_os_call(monkeypatch, "open", "stdout.log", both_inside)
+    threads = [threading.Thread(target=dirs.refill) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(spares(files)) == 2
+    assert len(spares(files)) == 1
 
 
-def test_a_stopping_executor_leaves_no_spare_and_no_area(tmp_path):
+def test_a_spare_given_back_when_another_was_made_meanwhile_is_not_kept(tmp_path, monkeypatch):
+    files, dirs = ready(tmp_path)
+    files.results_dir(JOB).mkdir(parents=True)      # the job's directory exists
+    on_os_call(monkeypatch, "rename", "", dirs.refill)     # the other slot refills
+    dirs.make(files.job_dir(JOB))
+    assert len(spares(files)) == 1
+
+
+def test_a_refill_that_fails_unexpectedly_does_not_stop_later_refills(tmp_path, monkeypatch):
+    files = jobs(tmp_path)
+    dirs = JobDirs(files.root, keep=1)
+
+    def broken():
+        raise RuntimeError("unexpected")
+    with monkeypatch.context() as m:
+        on_os_call(m, "open", "stdout.log", broken)
+        dirs.refill()
+    assert spares(files) == []
+    dirs.refill()
+    assert len(spares(files)) == 1
+
+
+def test_a_stopping_executor_leaves_no_spare_no_area_and_no_descriptor(tmp_path):
+    before = set(os.listdir("/proc/self/fd"))
     files, dirs = ready(tmp_path, keep=2)
     dirs.close()
-    assert os.listdir(files.root / SPARE) == [".lock"]
+    assert os.listdir(files.root / SPARE) == [LOCK]
+    assert set(os.listdir("/proc/self/fd")) <= before
 
 
 def test_a_refill_after_closing_makes_nothing(tmp_path):
     files, dirs = ready(tmp_path)
     dirs.close()
     dirs.refill()
-    assert os.listdir(files.root / SPARE) == [".lock"]
+    assert os.listdir(files.root / SPARE) == [LOCK]
 
 
-def before_opening_a_log(monkeypatch, suffix: str, action) -> None:
-    """``action()`` runs each time a file named ``*suffix`` is about to be opened."""
-    real_open = os.open
-
-    def opening(path, *args, **kw):
-        if str(path).endswith(suffix):
-            action()
-        return real_open(path, *args, **kw)
-    monkeypatch.setattr(os, "open", opening)
-
-
-def test_a_spare_finished_while_the_executor_closes_is_removed(tmp_path, monkeypatch):
+def test_closing_waits_for_a_refill_under_way_and_removes_its_spare(tmp_path, monkeypatch):
     files = jobs(tmp_path)
     dirs = JobDirs(files.root, keep=1)
-    before_opening_a_log(monkeypatch, "stderr.log", dirs.close)
-    dirs.refill()
-    assert spares(files) == []
+    inside, go_on = threading.Event(), threading.Event()
+
+    def stall():
+        inside.set()
+        go_on.wait(5)
+    on_os_call(monkeypatch, "open", "stderr.log", stall)
+    refill = threading.Thread(target=dirs.refill)
+    refill.start()
+    assert inside.wait(5)
+    closing = threading.Thread(target=dirs.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive(), "close() waits for the spare being made"
+    go_on.set()
+    refill.join(5)
+    closing.join(5)
+    assert not refill.is_alive() and not closing.is_alive()
+    assert os.listdir(files.root / SPARE) == [LOCK]
 
 
 def test_a_spare_that_vanished_is_dropped_and_the_job_still_gets_its_directory(tmp_path):
@@ -166,6 +212,8 @@ def test_a_rename_failing_unexpectedly_falls_back_and_drops_the_spare(tmp_path, 
     dirs.make(files.job_dir(JOB))
     assert files.results_dir(JOB).is_dir() and (files.job_dir(JOB) / "tmp").is_dir()
     assert spares(files) == []
+    dirs.refill()
+    assert spares(files) == [], "no spare is made that could not be moved into place"
 
 
 def test_a_spare_that_cannot_be_completed_leaves_nothing_behind(tmp_path, monkeypatch):
@@ -174,47 +222,97 @@ def test_a_spare_that_cannot_be_completed_leaves_nothing_behind(tmp_path, monkey
 
     def disk_full():
         raise OSError(errno.ENOSPC, "No space left on device")
-    before_opening_a_log(monkeypatch, ".log", disk_full)
+    on_os_call(monkeypatch, "open", ".log", disk_full)
     dirs.refill()
     assert spares(files) == []
 
 
-@pytest.mark.parametrize("tamper", ["planted result", "log linked", "log hard-linked",
-                                    "log written"])
-def test_a_spare_altered_by_a_job_is_removed_not_used(tmp_path, tamper):
-    files, dirs = ready(tmp_path)
-    [spare] = spares(files)
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    if tamper == "planted result":
+def alter(spare, how: str, victim) -> None:
+    """What a job of the server's user could do to a spare it found."""
+    if how == "planted result":
         (spare / "results" / "answer.txt").write_text("forged")
-    elif tamper == "log linked":
+    elif how == "planted entry":
+        (spare / "run.sh").write_text("forged")
+    elif how == "log linked":
         (spare / "stdout.log").unlink()
         (spare / "stdout.log").symlink_to(victim)
-    elif tamper == "log hard-linked":
+    elif how == "log hard-linked":
         (spare / "stdout.log").unlink()
         os.link(victim, spare / "stdout.log")
     else:
         (spare / "stderr.log").write_text("forged")
-    dirs.make(files.job_dir(JOB))
-    assert layout(files.results_dir(JOB)) == {}
-    for name in ("stdout.log", "stderr.log"):   # made by the launch when not there
-        log = files.job_dir(JOB) / name
-        assert not os.path.lexists(log) or layout(files.job_dir(JOB))[name] == (
-            "file", 0o600, 0) and os.stat(log).st_nlink == 1
-    assert not spare.exists()
-    assert victim.read_text() == "precious"
 
 
-@pytest.mark.parametrize("link", ["symbolic", "hard"])
-def test_a_jobs_log_is_never_opened_through_a_link(tmp_path, link):
+@pytest.mark.parametrize("how", ["planted result", "planted entry", "log linked",
+                                 "log hard-linked", "log written"])
+def test_a_spare_altered_by_a_job_gives_the_next_job_nothing_of_it(tmp_path, how):
+    files, dirs = ready(tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    log = tmp_path / "stdout.log"
-    log.symlink_to(victim) if link == "symbolic" else os.link(victim, log)
-    with pytest.raises(OSError):
-        _private_file(log)
+    alter(spares(files)[0], how, victim)
+    dirs.make(files.job_dir(JOB))
+    out, err = dirs.open_logs(files.job_dir(JOB))      # as the job's launch does
+    out.close()
+    err.close()
+    assert layout(files.job_dir(JOB)) == EXPECTED
+    assert os.listdir(files.results_dir(JOB)) == []
+    assert all(os.stat(files.job_dir(JOB) / n).st_nlink == 1 for n in LOGS)
     assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("how", ["planted result", "planted entry", "log linked"])
+def test_a_spare_altered_in_its_layout_is_removed_not_used(tmp_path, how):
+    files, dirs = ready(tmp_path)
+    [spare] = spares(files)
+    alter(spare, how, tmp_path)
+    dirs.make(files.job_dir(JOB))
+    assert not spare.exists()
+    assert sorted(os.listdir(files.job_dir(JOB))) == ["results", "tmp"], "made anew"
+
+
+def job_dir_with_log(tmp_path, how: str):
+    """A job directory whose stdout.log a job replaced (``how``), and the victim file."""
+    files = jobs(tmp_path)
+    dirs = JobDirs(files.root, keep=1)
+    dirs.make(files.job_dir(JOB))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    log = files.job_dir(JOB) / "stdout.log"
+    if how == "symbolic link":
+        log.symlink_to(victim)
+    elif how == "hard link":
+        os.link(victim, log)
+    elif how == "fifo":
+        os.mkfifo(log)
+    else:
+        log.write_text("attempt 1")
+        log.chmod(0o644)
+    return files, dirs, victim
+
+
+@pytest.mark.timeout(10)    # a FIFO opened for writing with no reader would block
+@pytest.mark.parametrize("how", ["symbolic link", "hard link", "fifo", "earlier attempt"])
+def test_a_jobs_logs_are_opened_empty_private_and_through_no_link(tmp_path, how):
+    files, dirs, victim = job_dir_with_log(tmp_path, how)
+    out, err = dirs.open_logs(files.job_dir(JOB))
+    with out, err:
+        out.write(b"attempt 2")
+    assert victim.read_text() == "precious"
+    assert layout(files.job_dir(JOB))["stdout.log"] == ("file", 0o600, len(b"attempt 2"))
+    assert os.stat(files.job_dir(JOB) / "stdout.log").st_nlink == 1
+    assert layout(files.job_dir(JOB))["stderr.log"] == ("file", 0o600, 0)
+
+
+def test_logs_are_not_opened_in_a_job_directory_that_is_a_link(tmp_path):
+    files = jobs(tmp_path)
+    dirs = JobDirs(files.root, keep=1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    files.job_dir(JOB).parent.mkdir(parents=True)
+    files.job_dir(JOB).symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        dirs.open_logs(files.job_dir(JOB))
+    assert os.listdir(elsewhere) == []
 
 
 def killed_server_area(files) -> None:
@@ -237,7 +335,21 @@ def test_the_spares_of_a_live_executor_are_left_alone(tmp_path):
     killed_server_area(files)
     JobDirs(files.root, keep=1).refill()
     assert len(spares(files)) == 2, "the live one's and the new one's"
-    assert live.area.is_dir() and len(list(live.area.iterdir())) == 1
+    assert [p for p in spares(files) if p.parent == live.area]
+
+
+def test_an_executor_starting_waits_while_another_sweeps_or_makes_its_area(tmp_path):
+    files = jobs(tmp_path)
+    (files.root / SPARE).mkdir(parents=True)
+    fd = os.open(files.root / SPARE / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    _lock(fd, wait=False)       # as another executor's start holds it
+    started = threading.Thread(target=lambda: JobDirs(files.root, keep=1))
+    started.start()
+    started.join(0.3)
+    assert started.is_alive()
+    os.close(fd)
+    started.join(5)
+    assert not started.is_alive()
 
 
 def test_no_result_or_upload_path_reaches_the_spares(tmp_path):
@@ -273,4 +385,4 @@ def test_a_stopping_executor_leaves_no_spare(client, api):
     assert run_to_end(client, create(client, DURATION="0")) == "COMPLETED"
     assert spares(api.files)
     api.executor.stop()
-    assert os.listdir(api.files.root / SPARE) == [".lock"]
+    assert os.listdir(api.files.root / SPARE) == [LOCK]

@@ -11,11 +11,9 @@ executor's side of the same guarantee.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import logging
 import os
 import signal
-import stat
 import subprocess
 import sys
 
@@ -63,8 +61,8 @@ class JobProcesses:
         self.dirs.make(logs)
         read_fd, write_fd = os.pipe()
         try:
-            with _private_file(logs / "stdout.log") as out, \
-                    _private_file(logs / "stderr.log") as err:
+            out, err = self.dirs.open_logs(logs)
+            with out, err:
                 module = service.runner.partition(":")[0] if service.runner else None
                 forked = self.forks.serves(module) and self._fork(
                     job_id, workdir, logs / "tmp", [out.fileno(), err.fileno(), write_fd])
@@ -143,17 +141,3 @@ class JobProcesses:
             self.cgroups.remove(job_id)
         kill_strays(job_id)
 
-
-def _private_file(path):
-    """A job's log, emptied: never through a link a job may have put in its place
-    (jobs run as the server's user; truncating a link's target would reach any file)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise OSError(errno.EPERM, "not a job's own log", str(path))
-        os.ftruncate(fd, 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "wb")
