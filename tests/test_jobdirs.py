@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from uws.errors import NotFound
+from uws.execution import jobdirs
 from uws.execution.jobdirs import LOCK, LOGS, SPARE, JobDirs, _lock
 from uws.files import JobFiles
 
@@ -203,8 +204,8 @@ def test_a_spare_that_vanished_is_dropped_and_the_job_still_gets_its_directory(t
     assert len(spares(files)) == 1, "the lost spare was not counted as ready"
 
 
-def test_a_rename_failing_unexpectedly_falls_back_and_drops_the_spare(tmp_path, monkeypatch):
-    files, dirs = ready(tmp_path)
+def test_a_rename_failing_unexpectedly_falls_back_and_drops_the_spares(tmp_path, monkeypatch):
+    files, dirs = ready(tmp_path, keep=2)
 
     def cross_device(src, dst):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
@@ -214,6 +215,63 @@ def test_a_rename_failing_unexpectedly_falls_back_and_drops_the_spare(tmp_path, 
     assert spares(files) == []
     dirs.refill()
     assert spares(files) == [], "no spare is made that could not be moved into place"
+
+
+def test_an_executor_whose_area_vanished_stops_making_spares(tmp_path, caplog):
+    files, dirs = ready(tmp_path)
+    assert dirs.area is not None
+    shutil.rmtree(dirs.area)
+    dirs.make(files.job_dir(JOB))
+    dirs.refill()
+    dirs.refill()
+    assert files.results_dir(JOB).is_dir()
+    assert caplog.text.count("no more spare job directories") == 1
+    assert spares(files) == []
+
+
+def test_an_area_that_cannot_be_locked_leaves_nothing_and_jobs_still_start(tmp_path,
+                                                                          monkeypatch):
+    real_lock = jobdirs._lock
+
+    def no_locks(fd, wait):
+        if not wait:
+            raise OSError(errno.ENOLCK, "No locks available")
+        real_lock(fd, wait)
+    monkeypatch.setattr(jobdirs, "_lock", no_locks)
+    before = set(os.listdir("/proc/self/fd"))
+    files, dirs = ready(tmp_path)
+    assert set(os.listdir("/proc/self/fd")) <= before
+    assert os.listdir(files.root / SPARE) == [LOCK]
+    dirs.make(files.job_dir(JOB))
+    assert files.results_dir(JOB).is_dir()
+
+
+def test_closing_gives_up_waiting_on_a_hung_start_but_keeps_its_area_held(tmp_path,
+                                                                         monkeypatch):
+    files, dirs = ready(tmp_path)
+    monkeypatch.setattr(jobdirs, "CLOSE_WAIT", 0.2)
+    inside, go_on = threading.Event(), threading.Event()
+
+    def hang():
+        inside.set()
+        go_on.wait(5)
+    on_os_call(monkeypatch, "rename", "", hang)
+    start = threading.Thread(target=dirs.make, args=(files.job_dir(JOB),))
+    start.start()
+    assert inside.wait(5)
+    dirs.close()
+    JobDirs(files.root, keep=1)         # another executor starting sweeps nothing held
+    go_on.set()
+    start.join(5)
+    assert layout(files.job_dir(JOB)) == EXPECTED
+
+
+def test_an_area_its_maker_died_making_is_swept(tmp_path):
+    files = jobs(tmp_path)
+    half_made = files.root / SPARE / ("0" * 32)
+    (half_made / ("1" * 32) / "results").mkdir(parents=True)   # no .owner yet
+    JobDirs(files.root, keep=1)
+    assert not half_made.exists()
 
 
 def test_a_spare_that_cannot_be_completed_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -75,17 +75,18 @@ class JobDirs:
         spare when it does not exist yet, else completed where it lacks them."""
         spare = self._take()
         if spare is not None:
+            back = None
             try:
                 if _rename(spare, job_dir):
-                    self._release(None)
                     return
-                self._release(spare)        # the job's directory exists: the next job's
+                back = spare                # the job's directory exists: the next job's
             except OSError as exc:
                 log.warning("spare job directory %s not used: %s", spare.name, exc)
-                if exc.errno == errno.EXDEV:    # jobs/<xx>/ on another filesystem
-                    self.keep = 0
+                if exc.errno == errno.EXDEV:
+                    self._stop_sparing("jobs/<xx>/ is on another filesystem")
                 _discard(spare)
-                self._release(None)
+            finally:
+                self._release(back)
         for area in AREAS:
             make_private_dir(job_dir / area)
 
@@ -97,6 +98,8 @@ class JobDirs:
                 spare = _make_spare(area)
             except Exception as exc:    # a job must not fail for want of a spare
                 log.warning("cannot make a spare job directory: %s", exc)
+                if not os.path.isdir(area):
+                    self._stop_sparing(f"{area} is gone")
             finally:
                 kept = self._release(spare, refilled=True)
             if not kept:
@@ -125,15 +128,28 @@ class JobDirs:
             self._closed = True
             idle = self._cond.wait_for(lambda: self._busy == 0, timeout=CLOSE_WAIT)
             spares, self._ready = self._ready, []
-            area, fd, self.area, self._owner_fd = self.area, self._owner_fd, None, -1
-        if area is None:
+            area, fd, self.area = self.area, self._owner_fd, None
+            if idle:
+                self._owner_fd = -1
+        for spare in spares:
+            _discard(spare)
+        if not idle:    # a hung filesystem: the area stays held until this process ends
+            log.warning("a spare job directory is still in use; %s left", area)
             return
-        if idle:
+        if fd >= 0:
+            os.close(fd)    # before .owner goes: NFS keeps a file open as .nfsXXXX
+        if area is not None:
             _discard(area)
-        else:   # a filesystem that hangs: the area is left to the next start's sweep
-            for spare in spares:
-                _discard(spare)
-        os.close(fd)
+
+    def _stop_sparing(self, why: str) -> None:
+        with self._cond:
+            if self.keep == 0:
+                return
+            self.keep = 0
+            spares, self._ready = self._ready, []
+        log.warning("no more spare job directories: %s", why)
+        for spare in spares:
+            _discard(spare)
 
     def _reserve(self) -> Path | None:
         with self._cond:
@@ -220,8 +236,8 @@ def _sweep(spares: Path) -> None:
                 log.warning("spare area %s left: %s", name, exc)
             os.close(fd)
             continue
+        os.close(fd)    # first (NFS); no other sweep runs while .lock is held
         _discard(area)
-        os.close(fd)
 
 
 def _lock(fd: int, wait: bool) -> None:
