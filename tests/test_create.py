@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 from lxml import etree
 
+from uwshelp import files_under
+
 NS = {"uws": "http://www.ivoa.net/xml/UWS/v1.0",
       "xsi": "http://www.w3.org/2001/XMLSchema-instance"}
 CONTENT = b"\x00\x01binary\r\ncontent\xff\xfe with CRLF\r\n" * 50
@@ -308,8 +310,8 @@ def test_rejected_upload_leaves_no_job_or_file_behind(client, config):
     r = client.post("/checksum", data=data, content_type="multipart/form-data")
     assert r.status_code == 400
     assert job_count(client, "checksum") == before
-    assert [p for p in config.data_dir.rglob("*") if p.is_file()
-            and p.suffix not in (".sqlite3", ".sqlite3-wal", ".sqlite3-shm")] == []
+    assert [p for p in files_under(config.data_dir)
+            if p.suffix not in (".sqlite3", ".sqlite3-wal", ".sqlite3-shm")] == []
 
 
 # -- create and run in one request ------------------------------------------------------------

@@ -368,3 +368,12 @@ def test_delete_on_a_job_child_answers_405(client, pending, child):
 
 def test_put_on_the_job_answers_405(client, pending):
     assert client.put(pending, data={"DURATION": "1"}).status_code == 405
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE"])
+def test_a_write_to_a_path_with_doubled_slashes_is_404_not_redirected(client, method):
+    job = path_of(client.post("/sleep", data={"DURATION": "0"}).headers["Location"])
+    for path in ("/sleep//", f"{job}//", f"/sleep//{job.rsplit('/', 1)[1]}"):
+        r = client.open(path, method=method, data={"PHASE": "RUN"})
+        assert r.status_code == 404, (path, r.status_code, r.headers.get("Location"))
+    assert client.get(f"{job}/phase").data == b"PENDING"

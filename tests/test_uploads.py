@@ -7,7 +7,7 @@ import io
 import pytest
 
 from conftest import make_config
-from uwshelp import settle
+from uwshelp import files_under, settle
 
 LIMIT = 64 * 1024
 
@@ -34,7 +34,7 @@ def test_upload_over_the_limit_answers_413_and_leaves_nothing(client, config):
     assert r.status_code == 413
     assert b"jobref" not in client.get("/checksum").data
     jobs_dir = config.data_dir / "jobs"
-    assert not jobs_dir.exists() or not any(p.is_file() for p in jobs_dir.rglob("*"))
+    assert not jobs_dir.exists() or not files_under(jobs_dir)
 
 
 def test_upload_at_the_limit_is_accepted(client):

@@ -20,6 +20,13 @@ ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
 UWS_COMMAND = str(Path(sys.executable).with_name("uws"))
 
 
+def files_under(root: Path, pattern: str = "*") -> list[Path]:
+    """The files under ``root`` matching ``pattern``, but those of the executors' spare
+    job directories (``jobs/.spare/``, made ahead of any job; uws.execution.jobdirs)."""
+    return [p for p in Path(root).rglob(pattern)
+            if p.is_file() and ".spare" not in p.relative_to(root).parts]
+
+
 def path_of(url: str) -> str:
     """The path and query of an absolute URL, for the Flask test client."""
     parts = urlsplit(url)

@@ -62,6 +62,9 @@ def create_app(config=None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.config["MAX_FORM_MEMORY_SIZE"] = MAX_FORM_BYTES
     app.request_class = UWSRequest
+    # "/sleep//" is no resource: a 404, not werkzeug's 308 to "/sleep/", which a
+    # client repeats with its method and body (a DELETE or POST sent somewhere else).
+    app.url_map.merge_slashes = False
     app.extensions["uws"], app.extensions["uws_events"] = _build(cfg)
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
