@@ -212,14 +212,16 @@ def _open_beneath(top: Path, parts: list[str]):
     """
     missing = NotFound(f"no file {parts[-1]!r}")
     try:
-        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = open_dir_beneath(top, parts[:-1])
     except OSError:
         raise missing from None
     try:
-        for i, part in enumerate(parts):
-            below = os.open(part, _FILE if i == len(parts) - 1 else _DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = below
+        fd = os.open(parts[-1], _FILE, dir_fd=dir_fd)
+    except OSError:
+        raise missing from None
+    finally:
+        os.close(dir_fd)
+    try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1:
             raise missing
@@ -230,3 +232,18 @@ def _open_beneath(top: Path, parts: list[str]):
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_dir_beneath(top: Path, parts) -> int:
+    """The descriptor of ``top/parts[0]/...``, each part opened relative to the one
+    before it, none of them a symlink (see :func:`_open_beneath`); OSError else."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            below = os.open(part, _DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from ..files import make_private_dir
+from ..files import make_private_dir, open_dir_beneath
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ CLOSE_WAIT = 10.0       # seconds close() waits for a make or refill in progress
 # struct flock of 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid (+ padding)
 _WHOLE_FILE = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
 _SPARE_KINDS = {**{a: (True, False) for a in AREAS}, **{n: (False, True) for n in LOGS}}
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class JobDirs:
@@ -109,7 +108,7 @@ class JobDirs:
         """The job's stdout.log and stderr.log, empty and private, opened for writing
         through no link: a job could have put a symlink, a FIFO or a hard link to any
         file of the server's user in their place for its retry."""
-        dir_fd = _open_dir(self.root, job_dir.relative_to(self.root).parts)
+        dir_fd = open_dir_beneath(self.root, job_dir.relative_to(self.root).parts)
         opened: list[int] = []
         try:
             for name in LOGS:
@@ -298,20 +297,6 @@ def _intact(spare: Path) -> bool:
                 and not os.listdir(spare / "results"))
     except OSError:
         return False
-
-
-def _open_dir(top: Path, parts: tuple[str, ...]) -> int:
-    """``top/parts...`` opened one directory at a time, none of them a link."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts:
-            below = os.open(part, _DIR, dir_fd=fd)
-            os.close(fd)
-            fd = below
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _fresh_file(name: str, dir_fd: int) -> int:
