@@ -194,3 +194,30 @@ def test_times_written_directly_are_stored_as_sqlalchemy_stores_them(store):
     assert stored.start_time is not None and stored.end_time >= stored.start_time
     if store.engine.dialect.name == "sqlite":
         assert as_text[0] == ours
+
+
+def test_a_direct_write_takes_the_values_its_statement_carries_none_included(store):
+    """``.values(held_for=None)`` and a literal IN list need no parameter: only the
+    parameters made by name without a value must be given."""
+    job = _a_job_with_every_field(store)        # ERROR, held_for unset
+    with store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job.id).values(held_for="quota"))
+    clear = direct.DirectWrite(
+        J.update().where(J.c.id == sa.bindparam("_id"),
+                         J.c.phase.in_([sa.literal(p.value) for p in (Phase.ERROR, Phase.HELD)]))
+        .values(held_for=None).returning(J.c.id))
+    with store.engine.begin() as conn:
+        assert [list(r) for r in clear.run(conn, {"_id": job.id})] == [[job.id]]
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(J.c.held_for).where(J.c.id == job.id)).scalar() is None
+
+
+def test_a_read_in_a_transaction_sees_what_it_wrote_before_its_commit(store):
+    job = _a_job_with_every_field(store)
+    read = direct.ReadIn(sa.select(J.c.run_id).where(J.c.id == sa.bindparam("id")))
+    with pytest.raises(RuntimeError), store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job.id).values(run_id="renamed"))
+        assert [list(r) for r in read.rows(conn, {"id": job.id})] == [["renamed"]]
+        raise RuntimeError("rolled back")
+    with store.engine.connect() as conn:
+        assert [list(r) for r in read.rows(conn, {"id": job.id})] == [["run <1>"]]

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..phases import Phase
-from .direct import DirectRead, DirectWrite, dialect_key, read_in
+from .direct import DirectWrite, ReadIn
 from .tables import job as J
 from .tables import job_count as C
 
@@ -59,11 +59,7 @@ def total(conn: sa.Connection, service: str, owner: str | None,
     # int(): PostgreSQL sums a BIGINT as NUMERIC
     if values:      # an expanding list: through SQLAlchemy
         return int(conn.execute(_TOTAL[(owner is not None, True)], key).scalar_one())
-    which = (*dialect_key(conn.dialect), owner is not None)
-    read = _DIRECT_TOTAL.get(which)
-    if read is None:
-        read = _DIRECT_TOTAL[which] = DirectRead(conn.engine, _TOTAL[(owner is not None, False)])
-    return int(read_in(conn, read, key)[0][0])
+    return int(_TOTAL_IN[owner is not None].rows(conn, key)[0][0])
 
 
 def by_phase(conn: sa.Connection, service: str | None,
@@ -143,5 +139,5 @@ def _total_statement(scoped: bool, phases: bool):
 
 _TOTAL = {(scoped, phases): _total_statement(scoped, phases)
           for scoped in (False, True) for phases in (False, True)}
-#: the totals over every phase but ARCHIVED, read directly: by (*dialect_key, scoped)
-_DIRECT_TOTAL: dict[tuple[str, str, bool], DirectRead] = {}
+#: the totals over every phase but ARCHIVED, read directly: by scoped
+_TOTAL_IN = {scoped: ReadIn(_TOTAL[(scoped, False)]) for scoped in (False, True)}

@@ -26,8 +26,10 @@ class _Binds:
     def __init__(self, compiled: sa.sql.compiler.Compiled, dialect: sa.Dialect):
         binds = compiled.binds      # type: ignore[attr-defined]
         self.sql = compiled.string
+        # values the statement carries (a literal, ``.values(x=None)``): a parameter
+        # made with bindparam(name) and no value must be given
         self._defaults = {name: bind.value for name, bind in binds.items()
-                          if bind.value is not None}
+                          if not bind.required}
         self._convert: dict[str, Any] = {}
         for name, bind in binds.items():
             if bind.expanding or bind.literal_execute:
@@ -135,6 +137,22 @@ def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> li
         return read.rows(cursor, params)
     finally:
         cursor.close()
+
+
+class ReadIn:
+    """A SELECT run directly inside the transactions of SQLAlchemy connections: compiled
+    (a :class:`DirectRead`) for each engine's dialect when first run on it."""
+
+    def __init__(self, stmt: sa.Select):
+        self._stmt = stmt
+        self._reads: dict[tuple[str, str], DirectRead] = {}
+
+    def rows(self, conn: sa.Connection, params: dict[str, Any]) -> list[Sequence[Any]]:
+        key = dialect_key(conn.dialect)
+        read = self._reads.get(key)
+        if read is None:
+            read = self._reads[key] = DirectRead(conn.engine, self._stmt)
+        return read_in(conn, read, params)
 
 
 def dialect_key(dialect: sa.Dialect) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from .. import timeutil
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
+from .direct import DirectWrite, ReadIn
 from .part import StorePart
 from .running import due
 from .tables import hold as H
@@ -44,10 +45,10 @@ _APPLYING = sa.select(H.c.owner, H.c.reason).where(
     H.c.owner.in_([sa.bindparam("_owner"), EVERYONE]))
 _THE_JOB = J.c.id == sa.bindparam("_id")
 # Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock).
-_LOCK_JOB = {True: sa.select(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id).where(_THE_JOB)
-             .with_for_update(),
-             False: J.update().where(_THE_JOB).values(phase=J.c.phase)
-             .returning(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id)}
+_LOCK_JOB_FOR_UPDATE = ReadIn(sa.select(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id)
+                              .where(_THE_JOB).with_for_update())
+_LOCK_JOB_BY_WRITE = DirectWrite(J.update().where(_THE_JOB).values(phase=J.c.phase)
+                                 .returning(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id))
 _OF_OWNER = (J.c.service == sa.bindparam("_service"), J.c.owner == sa.bindparam("_owner"))
 _LOCK_RUNNING = {True: sa.select(J.c.id).where(*_OF_OWNER, J.c.phase == _EXECUTING)
                  .with_for_update(),
@@ -75,8 +76,8 @@ _RELEASE_SOME = (J.update()
                  .values(phase=target(Event.RELEASE).value, held_for=None)
                  .returning(J.c.id, J.c.batch_id))
 
-_ANY_QUOTA_HELD = sa.select(sa.literal(1)).where(*_OF_OWNER, J.c.phase == _HELD,
-                                                J.c.held_for == QUOTA).limit(1)
+_ANY_QUOTA_HELD = ReadIn(sa.select(sa.literal(1)).where(*_OF_OWNER, J.c.phase == _HELD,
+                                                       J.c.held_for == QUOTA).limit(1))
 
 _SERVICES: sa.BindParameter = sa.bindparam("services", expanding=True)
 _QUOTA_HELD = (sa.select(J.c.service, J.c.owner, sa.func.count())
@@ -167,21 +168,22 @@ class HoldQueries(StorePart):
         change to record (the caller then calls _changed after its commit), or None."""
         key = {"_service": service, "_owner": owner, "_id": job_id}
         if conn.dialect.name == "postgresql":   # holds, then the job: as a release does
-            held = conn.execute(_APPLYING.with_for_update(read=True), key).first()
-            row = conn.execute(_LOCK_JOB[True], key).first()
+            held = _APPLYING_SHARED.rows(conn, key)
+            rows = _LOCK_JOB_FOR_UPDATE.rows(conn, key)
         else:
             # The write lock first: pysqlite runs a SELECT made before any write
             # outside the transaction, where a release could slip in after it.
-            row = conn.execute(_LOCK_JOB[False], key).first()
-            held = conn.execute(_APPLYING, key).first()
-        if row is None or row.owner != owner:
+            rows = _LOCK_JOB_BY_WRITE.run(conn, key)
+            held = _APPLYING_IN.rows(conn, key)
+        if not rows or rows[0][0] != owner:
             return None
-        event = _run_event(Phase(row.phase), row.held_for, held is not None)
+        _, phase, held_for, batch_id = rows[0]
+        event = _run_event(Phase(phase), held_for, bool(held))
         if event is None:
             return None
-        conn.execute(_RUN_MOVES[event], key)
+        _RUN_MOVES[event].run(conn, key)
         self._announce(conn, job_id)
-        return Change(job_id, service, owner, row.phase, target(event).value, row.batch_id)
+        return Change(job_id, service, owner, phase, target(event).value, batch_id)
 
     def held_because(self, job_id: str) -> tuple[str | None, str | None]:
         """Why a HELD job is held: (QUOTA or STOPPED or None, the hold's reason)."""
@@ -278,29 +280,31 @@ def _quota_held(conn: sa.Connection, change: Change) -> bool:
     None can be held after this read and before the commit: a quota hold counts the
     running jobs under their locks (after SQLite's one write lock, which this
     transaction holds), so it waits for this change and sees the slot free."""
-    return conn.execute(_ANY_QUOTA_HELD, {"_service": change.service,
-                                          "_owner": change.owner}).first() is not None
+    return bool(_ANY_QUOTA_HELD.rows(conn, {"_service": change.service,
+                                            "_owner": change.owner}))
 
 
 def hold_applies(conn: sa.Connection, service: str, owner: str) -> bool:
     """Whether an administrative hold applies to ``owner``'s jobs of ``service``, read
     as :meth:`HoldQueries.run_job` reads it (FOR SHARE on PostgreSQL: take it before
     the jobs' locks; on SQLite after the write lock)."""
-    stmt = _APPLYING
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update(read=True)
-    return conn.execute(stmt, {"_service": service, "_owner": owner}).first() is not None
+    read = _APPLYING_SHARED if conn.dialect.name == "postgresql" else _APPLYING_IN
+    return bool(read.rows(conn, {"_service": service, "_owner": owner}))
 
 
 def _run_move(event: Event) -> sa.Update:
     """The UPDATE of a PHASE=RUN that makes ``event``: the row is locked, so its phase
     is as read; the sources are checked anyway."""
     new = target(event)
-    return (J.update().where(_THE_JOB, J.c.phase.in_([p.value for p in sources(event)]))
+    return (J.update()
+            .where(_THE_JOB, J.c.phase.in_([sa.literal(p.value) for p in sources(event)]))
             .values(phase=new.value, held_for=STOPPED if new is Phase.HELD else None))
 
 
-_RUN_MOVES = {event: _run_move(event) for event in (Event.RUN, Event.RUN_HELD)}
+# run directly (uws.store.direct): every creation with PHASE=RUN runs them
+_RUN_MOVES = {event: DirectWrite(_run_move(event)) for event in (Event.RUN, Event.RUN_HELD)}
+_APPLYING_IN = ReadIn(_APPLYING)
+_APPLYING_SHARED = ReadIn(_APPLYING.with_for_update(read=True))
 
 
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:

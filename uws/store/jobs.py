@@ -63,6 +63,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                         ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF),
                         ("last seq", _LAST_SEQ))}
         self._list_reads = {}
+        self._claim_reads = {}
 
     def problem(self) -> str | None:
         """Why the database cannot be used now (it does not answer), or None."""

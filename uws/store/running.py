@@ -32,29 +32,38 @@ def due(table) -> sa.ColumnElement[bool]:
     return sa.or_(table.c.start_after.is_(None), table.c.start_after <= sa.bindparam("now"))
 
 
-# Each owner with queued jobs (by its counters): the best priority of its jobs due and
-# the creation of its oldest, each one index seek (ix_uws_job_claim, ix_uws_job_phase).
-# A claim so costs the same with a million jobs stored as with none.  What it still walks:
-# the QUEUED counter rows of the service (every owner that ever queued a job there keeps
-# one per slot, at 0) and an owner's queued jobs not yet due (STARTAFTER, backoff).
-# The counters are exact (uws.store.counts): one that drifted (a process of a version
-# before them changed jobs) hides queued jobs from claims until ``uws db recount``.
-_OWNERS = (sa.select(C.c.service, C.c.owner)
-           .where(C.c.phase == Phase.QUEUED.value, C.c.service.in_(_SERVICES))
-           .group_by(C.c.service, C.c.owner).having(sa.func.sum(C.c.n) > 0).subquery("owners"))
+def _queued_owners(services: int) -> sa.Select:
+    """Each owner with queued jobs in the services given as parameters ``service_0``,
+    ``service_1``, ... (plain ones, which the driver runs directly: an expanding IN it
+    cannot; an executor's services never change): the best priority of its jobs due and
+    the creation of its oldest, by its counters.
+
+    Each is one index seek (ix_uws_job_claim, ix_uws_job_phase), so a claim costs the
+    same with a million jobs stored as with none.  What it still walks: the QUEUED
+    counter rows of the service (every owner that ever queued a job there keeps one per
+    slot, at 0) and an owner's queued jobs not yet due (STARTAFTER, backoff).  The
+    counters are exact (uws.store.counts): one that drifted (a process of a version
+    before them changed jobs) hides queued jobs from claims until ``uws db recount``."""
+    owners = (sa.select(C.c.service, C.c.owner)
+              .where(C.c.phase == Phase.QUEUED.value,
+                     C.c.service.in_([sa.bindparam(f"service_{i}") for i in range(services)]))
+              .group_by(C.c.service, C.c.owner).having(sa.func.sum(C.c.n) > 0)
+              .subquery("owners"))
+    return sa.select(owners.c.service, owners.c.owner,
+                     _first_due(owners, _head.c.priority, _head.c.priority.desc()),
+                     _first_due(owners, _head.c.creation_time, _head.c.creation_time))
+
+
 _head = J.alias("head")
 
 
-def _first_due(column: sa.ColumnElement, order: sa.ColumnElement) -> sa.ScalarSelect:
+def _first_due(owners, column: sa.ColumnElement, order: sa.ColumnElement) -> sa.ScalarSelect:
     return (sa.select(column)
-            .where(_head.c.phase == Phase.QUEUED.value, _head.c.service == _OWNERS.c.service,
-                   _head.c.owner == _OWNERS.c.owner, due(_head))
+            .where(_head.c.phase == Phase.QUEUED.value, _head.c.service == owners.c.service,
+                   _head.c.owner == owners.c.owner, due(_head))
             .order_by(order).limit(1).scalar_subquery())
 
 
-_QUEUED_OWNERS = sa.select(_OWNERS.c.service, _OWNERS.c.owner,
-                           _first_due(_head.c.priority, _head.c.priority.desc()),
-                           _first_due(_head.c.creation_time, _head.c.creation_time))
 _RUNNING_OWNERS = (sa.select(J.c.service, J.c.owner, sa.func.count())
                    .where(J.c.phase == Phase.EXECUTING.value, J.c.service.in_(_SERVICES))
                    .group_by(J.c.service, J.c.owner))
@@ -62,24 +71,25 @@ _RUNNING_OF = sa.select(sa.func.count()).where(
     J.c.phase == Phase.EXECUTING.value, J.c.service == sa.bindparam("service"),
     J.c.owner == sa.bindparam("owner"))
 _candidate = J.alias("candidate")
-_CLAIM = (J.update()
-          .where(J.c.id == (sa.select(_candidate.c.id)
-                            .where(_candidate.c.phase == Phase.QUEUED.value,
-                                   _candidate.c.service == sa.bindparam("of_service"),
-                                   _candidate.c.owner == sa.bindparam("of_owner"),
-                                   due(_candidate))
-                            .order_by(_candidate.c.priority.desc(),
-                                      _candidate.c.creation_time, _candidate.c.id)
-                            .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
-                 J.c.phase == Phase.QUEUED.value)
-          .values(phase=Phase.EXECUTING.value, lease_owner=sa.bindparam("worker"),
-                  lease_expires=sa.bindparam("expires"),
-                  # never before its creation: the claim may have waited for the lock
-                  # while this very job was being created
-                  start_time=sa.case((J.c.creation_time > sa.bindparam("now"),
-                                      J.c.creation_time), else_=sa.bindparam("now")))
-          .returning(J.c.id, J.c.execution_duration, J.c.batch_id, J.c.creation_time,
-                     J.c.start_time))
+_CLAIM = direct.DirectWrite(
+    J.update()
+    .where(J.c.id == (sa.select(_candidate.c.id)
+                      .where(_candidate.c.phase == Phase.QUEUED.value,
+                             _candidate.c.service == sa.bindparam("of_service"),
+                             _candidate.c.owner == sa.bindparam("of_owner"),
+                             due(_candidate))
+                      .order_by(_candidate.c.priority.desc(),
+                                _candidate.c.creation_time, _candidate.c.id)
+                      .limit(1).with_for_update(skip_locked=True).scalar_subquery()),
+           J.c.phase == Phase.QUEUED.value)
+    .values(phase=Phase.EXECUTING.value, lease_owner=sa.bindparam("worker"),
+            lease_expires=sa.bindparam("expires"),
+            # never before its creation: the claim may have waited for the lock
+            # while this very job was being created
+            start_time=sa.case((J.c.creation_time > sa.bindparam("now"),
+                                J.c.creation_time), else_=sa.bindparam("now")))
+    .returning(J.c.id, J.c.execution_duration, J.c.batch_id, J.c.creation_time,
+               J.c.start_time))
 
 # The statements the executor, its monitor and the sweeps run all the time, built once.
 _SERVICE_OF = sa.select(J.c.service).where(J.c.id == sa.bindparam("_id"))
@@ -97,13 +107,14 @@ _EXPIRED = (sa.select(J.c.id, J.c.service)
 #: How much later than its claim's UPDATE a job's start may be found before the start
 #: is written again (a claim that waited for the lock).
 _LATE_START = dt.timedelta(milliseconds=10)
-_STARTED = J.update().where(J.c.id == sa.bindparam("_id")).values(
-    start_time=sa.bindparam("start_time"), deadline=sa.bindparam("deadline"))
+_STARTED = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id")).values(
+    start_time=sa.bindparam("start_time"), deadline=sa.bindparam("deadline")))
 
 
 class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
     _reads: dict[str, direct.DirectRead]                     # uws.store.jobs
+    _claim_reads: dict[int, direct.DirectRead]     # by number of services, made when first used
     readers: direct.Readers
 
     def archive(self, job_id: str) -> bool:
@@ -139,14 +150,13 @@ class RunningQueries(StorePart):
         (see uws.store.holds).
         """
         services = list(services)
-        with self.engine.connect() as conn:
-            heads = [head for head in conn.execute(_QUEUED_OWNERS, {
-                "services": services, "now": timeutil.now()}) if head[2] is not None]
-            if not heads:
-                return None
-            caps = {(s, o): running_cap(s, o) if running_cap else 0 for s, o, _, _ in heads}
-            running = {}
-            if len(heads) > 1 or any(caps.values()):    # else nothing to weigh them by
+        heads = self._queued_heads(services)
+        if not heads:
+            return None
+        caps = {(s, o): running_cap(s, o) if running_cap else 0 for s, o, _, _ in heads}
+        running = {}
+        if len(heads) > 1 or any(caps.values()):    # else nothing to weigh them by
+            with self.engine.connect() as conn:
                 running = dict(((s, o), n) for s, o, n in
                                conn.execute(_RUNNING_OWNERS, {"services": services}))
         order = sorted((-priority, running.get((service, owner), 0), oldest, service, owner)
@@ -160,6 +170,19 @@ class RunningQueries(StorePart):
             if job_id is not None:
                 return job_id
         return None
+
+    def _queued_heads(self, services: list[str]) -> list:
+        """(service, owner, best priority, oldest creation) of each owner with jobs due."""
+        if not services:
+            return []
+        read = self._claim_reads.get(len(services))
+        if read is None:
+            read = self._claim_reads[len(services)] = direct.DirectRead(
+                self.engine, _queued_owners(len(services)))
+        params: dict = {f"service_{i}": name for i, name in enumerate(services)}
+        params["now"] = timeutil.now()
+        with self.readers.cursor() as cur:
+            return [head for head in read.rows(cur, params) if head[2] is not None]
 
     def _claim_of(self, worker: str, service: str, owner: str, lease_seconds: float,
                   cap: int) -> str | None:
@@ -177,12 +200,11 @@ class RunningQueries(StorePart):
             with self.engine.begin() as conn:
                 if cap:
                     self._serialise_owner(conn, service, owner)
-                row = conn.execute(_CLAIM, {"of_service": service, "of_owner": owner,
-                                            "worker": worker, "expires": expires,
-                                            "now": now}).first()
-                if row is None:
+                rows = _CLAIM.run(conn, {"of_service": service, "of_owner": owner,
+                                         "worker": worker, "expires": expires, "now": now})
+                if not rows:
                     return None
-                job_id, duration, batch_id, created, started = row
+                job_id, duration, batch_id, created, started = rows[0]
                 # The clock read once the row is ours: the claim may have waited for
                 # the lock while this job was being created or queued, and a job never
                 # starts before either.  Most claims wait for nothing and keep the
@@ -190,9 +212,9 @@ class RunningQueries(StorePart):
                 clock = max(timeutil.now(), created)
                 if duration > 0 or clock - started > _LATE_START:
                     started = clock
-                    conn.execute(_STARTED, {"_id": job_id, "start_time": started,
-                                            "deadline": timeutil.add_seconds(started, duration)
-                                            if duration > 0 else None})
+                    _STARTED.run(conn, {"_id": job_id, "start_time": started,
+                                        "deadline": timeutil.add_seconds(started, duration)
+                                        if duration > 0 else None})
                 self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
                                           Phase.EXECUTING.value, batch_id,
                                           Times(created, started, None)))

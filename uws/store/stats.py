@@ -25,6 +25,7 @@ from .. import stats, timeutil
 from ..phases import Phase
 from . import counts
 from .changes import Change, ManyHook, chunks
+from .direct import DirectWrite
 from .tables import duration_bins as D
 from .tables import job as J
 from .tables import job_count as C
@@ -64,8 +65,8 @@ def _record_durations(conn: sa.Connection, changes: Sequence[Change]) -> None:
         if change.job_id in times:
             bins.update(_bins(change, kinds, times[change.job_id], now))
     if bins:
-        conn.execute(_UPSERT[conn.dialect.name],
-                     [dict(zip(_KEY, key, strict=True), n=n) for key, n in sorted(bins.items())])
+        _UPSERT[conn.dialect.name].run(
+            conn, [dict(zip(_KEY, key, strict=True), n=n) for key, n in sorted(bins.items())])
 
 
 #: The change hook (see uws.store.changes).
@@ -99,7 +100,8 @@ def _upsert(insert) -> sa.Insert:
                                       set_={"n": D.c.n + base.excluded.n})
 
 
-_UPSERT = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+_UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
+           "sqlite": DirectWrite(_upsert(sqlite.insert))}
 _SAMPLE_INSERT: dict[str, Any] = {"postgresql": postgresql.insert(S), "sqlite": sqlite.insert(S)}
 
 
@@ -166,4 +168,4 @@ class StatsStore:
         kind, bin and n."""
         with self.engine.begin() as conn:
             for start in range(0, len(rows), 5000):
-                conn.execute(_UPSERT[conn.dialect.name], rows[start:start + 5000])
+                _UPSERT[conn.dialect.name].run(conn, rows[start:start + 5000])

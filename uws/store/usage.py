@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..phases import Phase
 from .counts import slot_of
-from .direct import DirectRead, DirectWrite, dialect_key, read_in
+from .direct import DirectWrite, ReadIn
 from .tables import job as J
 from .tables import job_bytes as B
 from .tables import owner_bytes as O
@@ -30,11 +30,8 @@ def add(conn: sa.Connection, service: str, owner: str, job_id: str, delta: int) 
 
 
 def total(conn: sa.Connection, service: str, owner: str) -> int:
-    read = _DIRECT_TOTAL.get(dialect_key(conn.dialect))
-    if read is None:
-        read = _DIRECT_TOTAL[dialect_key(conn.dialect)] = DirectRead(conn.engine, _TOTAL)
     # int(): PostgreSQL sums a BIGINT as NUMERIC
-    return int(read_in(conn, read, {"service": service, "owner": owner})[0][0])
+    return int(_TOTAL_IN.rows(conn, {"service": service, "owner": owner})[0][0])
 
 
 def lock(conn: sa.Connection, job_id: str) -> int | None:
@@ -86,9 +83,8 @@ def _upsert(insert) -> sa.Insert:
 
 _UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
            "sqlite": DirectWrite(_upsert(sqlite.insert))}
-_TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
-    O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
-_DIRECT_TOTAL: dict[tuple[str, str], DirectRead] = {}     # _TOTAL by dialect_key
+_TOTAL_IN = ReadIn(sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
+    O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner")))
 _LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
                     .returning(B.c.bytes))
 _INSERT = DirectWrite(B.insert())
