@@ -21,7 +21,7 @@ from werkzeug.security import generate_password_hash
 
 from uws import timeutil
 from uws.execution import NullExecutor
-from uws.model import ErrorSummary, Job, ListQuery, new_job_id
+from uws.model import ErrorSummary, Job, ListQuery, Result, new_job_id
 from uws.phases import Phase
 from uws.store import Store
 from uws.store.tables import job as J
@@ -255,6 +255,29 @@ def test_a_completion_that_lost_to_an_abort_records_no_bytes(api):
     assert store.mark_aborted(job_id)
     assert store.mark_completed(job_id, stored_bytes=900) is False
     assert store.stored_bytes("plain", "alice") == 700
+
+
+def test_a_job_completed_with_its_results_records_them_in_the_same_commit(api):
+    store = api.store
+    job_id = running_job(store, 0)
+    store.add_result(job_id, Result("early", "early.txt", "text/plain", 1))
+    held = [Result("late", "late.txt", "text/plain", 2), Result("early", "e2.txt", "", 3)]
+    assert commits_of(store, lambda: store.mark_completed(job_id, stored_bytes=6,
+                                                          results=held)) == 1
+    job = store.get_job(job_id, "plain", None)
+    assert job.phase is Phase.COMPLETED
+    # in the order reported; a name reported again replaces the earlier result
+    assert [(r.id, r.path, r.size) for r in job.results] == [("late", "late.txt", 2),
+                                                              ("early", "e2.txt", 3)]
+
+
+def test_a_completion_that_lost_to_an_abort_records_none_of_its_results(api):
+    """The executor then records them as reported (Outcomes.record)."""
+    store = api.store
+    job_id = running_job(store, 0)
+    assert store.mark_aborted(job_id)
+    assert store.mark_completed(job_id, results=[Result("r", "r.txt", "", 1)]) is False
+    assert store.get_job(job_id, "plain", None).results == []
 
 
 def test_a_completion_with_its_bytes_racing_a_deletion_leaves_exact_totals(api):

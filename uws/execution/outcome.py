@@ -37,24 +37,35 @@ class Outcomes:
         writes into its directory any more, so a delete since has removed the
         directory for good (no read to check for one)."""
         job_id, code = running.job_id, running.process.returncode
+        lost_it = isinstance(running.process, ForkedJob) and running.process.lost
         usage, recorded = None, False
         try:
+            if code != 0 or lost_it:
+                # Results reported are recorded before any other outcome, which may
+                # drop them (another attempt) as it would have if recorded at once.
+                reader.flush_results()
             if code != 0 and running.killed:
                 # read after killed: stop() sets it before it kills
                 if stopping.is_set():   # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running")
                 return False    # aborted, out of time, destroyed or oversize: phase already set
-            if isinstance(running.process, ForkedJob) and running.process.lost:
+            if lost_it:
                 lost.release(self.store, service, job_id,
                              "the fork server that started the job died while it ran")
                 return False
             usage = self.files.usage(job_id)     # final: the job has ended
             over = excess(service, usage)
             message = over or _failure(code or 0, reader)
-            if message is None:     # its bytes with its phase: one commit
-                recorded = self.store.mark_completed(job_id, stored_bytes=usage.total)
+            if message is None:     # its bytes and results with its phase: one commit
+                recorded = self.store.mark_completed(job_id, stored_bytes=usage.total,
+                                                     results=reader.held_results())
+                if recorded:
+                    reader.results_recorded()
+                else:       # aborted or deleted meanwhile: recorded as reported
+                    reader.flush_results()
                 return recorded
+            reader.flush_results()
             detail = _tail(self.files.job_dir(job_id) / "stderr.log") or None
             transient = not over and (reader.transient or code in service.retry_exit_codes)
             if self._fail(running, service, ErrorSummary(

@@ -29,6 +29,11 @@ class ReportReader:
         self.transient = False      # the runner raised uws.runner.Retryable
         self._last_write = 0.0
         self._pending: tuple[float, str] | None = None
+        # Results are held back as progress is: the job's end records them with its
+        # phase (one commit, not one more per result); one held PROGRESS_WRITE, or
+        # until the channel goes quiet, is recorded on its own.
+        self._results: list[Result] = []
+        self._results_since = 0.0
 
     def follow(self, fd: int, running: Callable[[], bool]) -> bool:
         """Read report lines while the child runs, then what it left in the channel.
@@ -50,6 +55,7 @@ class ReportReader:
                     return False                # every writer closed it
                 if not ready:
                     self._flush_progress()
+                    self.flush_results()
                 if not running():
                     return lines.feed(_read(fd))   # what the child wrote before exiting
         finally:
@@ -101,8 +107,25 @@ class ReportReader:
             return False
         opened.close()
         mime = mime_type or guessed_type(filename)
-        self.store.add_result(self.job_id, Result(name, filename, mime, info.st_size))
+        if not self._results:
+            self._results_since = time.monotonic()
+        self._results.append(Result(name, filename, mime, info.st_size))
+        if time.monotonic() - self._results_since >= timing.PROGRESS_WRITE:
+            self.flush_results()
         return True
+
+    def held_results(self) -> list[Result]:
+        """The results reported and not yet recorded, in order."""
+        return list(self._results)
+
+    def results_recorded(self) -> None:
+        """The held results were recorded (with the job's end): hold them no more."""
+        self._results.clear()
+
+    def flush_results(self) -> None:
+        """Record the held results now, each as it would have been when reported."""
+        while self._results:
+            self.store.add_result(self.job_id, self._results.pop(0))
 
     def collect_outputs(self) -> list[str]:
         """A command's declared output files become results; the files of those

@@ -258,17 +258,22 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     def add_result(self, job_id: str, res: Result) -> bool:
         """Record a result while the job exists and is not archived."""
-        key = {"_id": job_id, "_result": res.id}
         with self.engine.begin() as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            if not _LOCK_UNARCHIVED.run(conn, key):
+            if not _LOCK_UNARCHIVED.run(conn, {"_id": job_id}):
                 return False
-            _DROP_RESULT.run(conn, key)
-            seq = direct.read_in(conn, self._reads["last seq"], key)[0][0] + 1
-            _INSERT_RESULT.run(conn, {"job_id": job_id, "id": res.id, "seq": seq,
-                                      "path": res.path, "mime_type": res.mime_type,
-                                      "size": res.size})
+            self._put_result(conn, job_id, res)
         return True
+
+    def _put_result(self, conn: sa.Connection, job_id: str, res: Result) -> None:
+        """Record a result of the job, whose row ``conn`` has locked, after the others
+        (one of the same name replaced)."""
+        key = {"_id": job_id, "_result": res.id}
+        _DROP_RESULT.run(conn, key)
+        seq = direct.read_in(conn, self._reads["last seq"], key)[0][0] + 1
+        _INSERT_RESULT.run(conn, {"job_id": job_id, "id": res.id, "seq": seq,
+                                  "path": res.path, "mime_type": res.mime_type,
+                                  "size": res.size})
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:

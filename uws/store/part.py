@@ -5,6 +5,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
+from ..model import Result
 from .changes import Change
 
 
@@ -29,4 +30,8 @@ class StorePart:
 
     def _record_many(self, conn: sa.Connection, changes: Iterable[Change]) -> None:
         """:meth:`_record` for many changes, their counters bumped once, in key order."""
+        raise NotImplementedError
+
+    def _put_result(self, conn: sa.Connection, job_id: str, res: Result) -> None:
+        """Record a result of the job whose row ``conn`` has locked."""
         raise NotImplementedError

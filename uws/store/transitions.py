@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
 from .. import phases, timeutil
-from ..model import ErrorSummary
+from ..model import ErrorSummary, Result
 from ..phases import Event, Phase
 from . import counts, usage
 from .changes import Change, Times
@@ -39,12 +39,14 @@ class JobChanges(StorePart):
         """QUEUED -> EXECUTING, started now (executors use :meth:`claim_next`)."""
         return self._apply(job_id, Event.START, {"start_time": timeutil.now()})
 
-    def mark_completed(self, job_id: str, stored_bytes: int | None = None) -> bool:
+    def mark_completed(self, job_id: str, stored_bytes: int | None = None,
+                       results: Sequence[Result] = ()) -> bool:
         """EXECUTING -> COMPLETED, at 100 percent; with ``stored_bytes``, what the job
-        keeps on disk is recorded in the same transaction (one commit, not two, for
-        every job that ends well)."""
+        keeps on disk, and its ``results`` not yet recorded, are recorded in the same
+        transaction (one commit, not two or more, for every job that ends well).
+        False, recording none of them, if the job was no longer EXECUTING."""
         return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0},
-                           stored_bytes=stored_bytes)
+                           stored_bytes=stored_bytes, results=results)
 
     def mark_failed(self, job_id: str, error: ErrorSummary) -> bool:
         """Not yet finished -> ERROR, with its error summary."""
@@ -72,7 +74,7 @@ class JobChanges(StorePart):
             "lease_owner": None, "lease_expires": None, "deadline": None})
 
     def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None, *,
-               stored_bytes: int | None = None) -> bool:
+               stored_bytes: int | None = None, results: Sequence[Result] = ()) -> bool:
         new = phases.target(event).value
         values = {"phase": new, **fields}
         columns, scoped = tuple(sorted(values)), owner is not None
@@ -100,6 +102,8 @@ class JobChanges(StorePart):
             if stored_bytes is not None:    # a job in any phase but ARCHIVED: counted
                 usage.put(conn, job_id, kept, stored_bytes, service=change.service,
                           owner=change.owner, counted=new != Phase.ARCHIVED.value)
+            for result in results:      # the job's row is locked by its change
+                self._put_result(conn, job_id, result)
             self._announce(conn, job_id)
         self._changed(job_id)
         return True
