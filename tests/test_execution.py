@@ -24,6 +24,12 @@ PARTIAL = ("import os,time\n"
            "os.write(fd,b'progress 50 half way\\n')\n"
            "os.write(fd,b'result part part.txt text/plain\\n')\n"
            "time.sleep(60)\n")
+# A first result, then progress every 50 ms without a pause: the result must show anyway.
+CHATTY = ("import os,time\n"
+          "fd=int(os.environ['UWS_REPORT_FD'])\n"
+          "open('part.txt','w').write('first part')\n"
+          "os.write(fd,b'result part part.txt text/plain\\n')\n"
+          "for i in range(1200): os.write(fd,b'progress %d busy\\n' % (i // 12)); time.sleep(0.05)\n")
 # Leaves a background process holding the report channel, then exits at once.
 BACKGROUND = ("import os,subprocess\n"
               "subprocess.Popen(['sleep','60'], close_fds=False, start_new_session=True)\n"
@@ -55,6 +61,7 @@ SERVICES = {
              "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
              "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
     "partial": {"command": [PY, "-c", PARTIAL]},
+    "chatty": {"command": [PY, "-c", CHATTY]},
     "forgetful": {"command": [PY, "-c", "print('done, or so I say')"],
                   "outputs": [{"name": "image", "file": "out.fits"}]},
     "self-killed": {"command": ["sh", "-c", "kill -9 $$"]},
@@ -154,6 +161,15 @@ def test_results_written_before_an_abort_stay_available(client):
     client.post(f"{path}/phase", data={"PHASE": "ABORT"})
     assert phase(client, path) == "ABORTED"
     assert client.get(f"{path}/results/part").get_data(as_text=True) == "first part"
+
+
+def test_a_result_shows_while_the_job_runs_though_it_reports_progress_without_a_pause(
+        client):
+    path = start(client, "chatty")
+    executing_with_pids(client, path)
+    wait_for(lambda: b'id="part"' in client.get(f"{path}/results").data, timeout=5)
+    assert phase(client, path) == "EXECUTING"
+    client.post(f"{path}/phase", data={"PHASE": "ABORT"})
 
 
 def test_progress_is_shown_in_job_info(client):

@@ -31,7 +31,7 @@ class ReportReader:
         self._pending: tuple[float, str] | None = None
         # Results are held back as progress is: the job's end records them with its
         # phase (one commit, not one more per result); one held PROGRESS_WRITE, or
-        # until the channel goes quiet, is recorded on its own.
+        # until the channel goes quiet, is recorded on its own while the job runs.
         self._results: list[Result] = []
         self._results_since = 0.0
 
@@ -74,6 +74,8 @@ class ReportReader:
         elif word in ("error", "retry"):
             self.error = rest[:2000] or self.error
             self.transient = word == "retry"
+        if self._results and time.monotonic() - self._results_since >= timing.PROGRESS_WRITE:
+            self.flush_results()    # held long enough, whatever the job says meanwhile
 
     def _progress(self, rest: str) -> None:
         number, _, message = rest.partition(" ")
@@ -110,8 +112,6 @@ class ReportReader:
         if not self._results:
             self._results_since = time.monotonic()
         self._results.append(Result(name, filename, mime, info.st_size))
-        if time.monotonic() - self._results_since >= timing.PROGRESS_WRITE:
-            self.flush_results()
         return True
 
     def held_results(self) -> list[Result]:
