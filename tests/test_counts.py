@@ -280,6 +280,16 @@ def test_a_completion_that_lost_to_an_abort_records_none_of_its_results(api):
     assert store.get_job(job_id, "plain", None).results == []
 
 
+def test_a_job_queued_again_gets_no_result_of_the_attempt_before(api):
+    """A late report of a lost attempt (its lease expired and a sweep queued the job
+    again) must not show in the next attempt's results."""
+    store = api.store
+    job_id = running_job(store, 0)
+    assert store.requeue(job_id)
+    assert store.add_result(job_id, Result("stale", "stale.txt", "", 1)) is False
+    assert store.get_job(job_id, "plain", None).results == []
+
+
 def test_a_completion_with_its_bytes_racing_a_deletion_leaves_exact_totals(api):
     """The completion locks the bytes row before the job's, as a deletion does: on
     PostgreSQL the other order could deadlock."""

@@ -30,6 +30,11 @@ CHATTY = ("import os,time\n"
           "open('part.txt','w').write('first part')\n"
           "os.write(fd,b'result part part.txt text/plain\\n')\n"
           "for i in range(1200): os.write(fd,b'progress %d busy\\n' % (i // 12)); time.sleep(0.05)\n")
+# A result, then an exit with a failure at once (within the time a result is held).
+REPORTS_AND_FAILS = ("import os,sys\n"
+                     "open('part.txt','w').write('first part')\n"
+                     "os.write(int(os.environ['UWS_REPORT_FD']),b'result part part.txt\\n')\n"
+                     "sys.exit(3)\n")
 # Leaves a background process holding the report channel, then exits at once.
 BACKGROUND = ("import os,subprocess\n"
               "subprocess.Popen(['sleep','60'], close_fds=False, start_new_session=True)\n"
@@ -62,6 +67,7 @@ SERVICES = {
              "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
     "partial": {"command": [PY, "-c", PARTIAL]},
     "chatty": {"command": [PY, "-c", CHATTY]},
+    "reports-and-fails": {"command": [PY, "-c", REPORTS_AND_FAILS]},
     "forgetful": {"command": [PY, "-c", "print('done, or so I say')"],
                   "outputs": [{"name": "image", "file": "out.fits"}]},
     "self-killed": {"command": ["sh", "-c", "kill -9 $$"]},
@@ -167,9 +173,28 @@ def test_a_result_shows_while_the_job_runs_though_it_reports_progress_without_a_
         client):
     path = start(client, "chatty")
     executing_with_pids(client, path)
-    wait_for(lambda: b'id="part"' in client.get(f"{path}/results").data, timeout=5)
+    wait_for(lambda: b'id="part"' in client.get(f"{path}/results").data, timeout=2)
     assert phase(client, path) == "EXECUTING"
     client.post(f"{path}/phase", data={"PHASE": "ABORT"})
+
+
+def test_a_job_that_fails_at_once_after_reporting_a_result_keeps_it(client):
+    path = start(client, "reports-and-fails")
+    assert b"<uws:phase>ERROR</uws:phase>" in settle(client, path).data
+    assert client.get(f"{path}/results/part").get_data(as_text=True) == "first part"
+
+
+def test_a_job_whose_end_cannot_be_recorded_keeps_the_results_it_reported(client, api):
+    """The executor then ends it in ERROR (an executor failure): what the job reported
+    before is still listed, as it was when each result was its own commit."""
+    def failing(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    api.store.mark_completed = failing
+    path = start(client, "sleep", DURATION="0")
+    doc = settle(client, path).get_data(as_text=True)
+    assert "<uws:phase>ERROR</uws:phase>" in doc and "executor failed" in doc
+    assert client.get(f"{path}/results/result").status_code == 200
 
 
 def test_progress_is_shown_in_job_info(client):

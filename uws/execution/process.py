@@ -208,6 +208,7 @@ class ProcessExecutor(Executor):
         if self._stopping.is_set():
             self.processes.kill(running)    # stop() ran while this job was starting
         followed = completed = False
+        reader: ReportReader | None = None
         try:
             task = task_of(job, service, self.files, self.config.max_upload_bytes)
             send_task(process, task)
@@ -223,6 +224,8 @@ class ProcessExecutor(Executor):
         finally:
             if not followed:
                 os.close(read_fd)
+            if reader is not None and not completed:
+                _keep_results(reader)      # an exception above: what it reported stays
             try:
                 if not completed:
                     self._forget_if_deleted(job_id)
@@ -237,3 +240,12 @@ class ProcessExecutor(Executor):
             return False
         self.files.remove(job_id)
         return True
+
+
+def _keep_results(reader: ReportReader) -> None:
+    """Record the results a job reported and its end did not (best effort: this runs
+    while an exception may be on its way to ending the job in ERROR)."""
+    try:
+        reader.flush_results()
+    except Exception:
+        log.exception("job %s: its results could not be recorded", reader.job_id)

@@ -125,7 +125,8 @@ class ReportReader:
     def flush_results(self) -> None:
         """Record the held results now, each as it would have been when reported."""
         while self._results:
-            self.store.add_result(self.job_id, self._results.pop(0))
+            self.store.add_result(self.job_id, self._results[0])
+            self._results.pop(0)    # once recorded: a failed write leaves it held
 
     def collect_outputs(self) -> list[str]:
         """A command's declared output files become results; the files of those

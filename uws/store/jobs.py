@@ -257,10 +257,11 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         return gone
 
     def add_result(self, job_id: str, res: Result) -> bool:
-        """Record a result while the job exists and is not archived."""
+        """Record a result while the job exists, has started and is not archived (one
+        queued again for another attempt gets no result of the attempt before)."""
         with self.engine.begin() as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            if not _LOCK_UNARCHIVED.run(conn, {"_id": job_id}):
+            if not _LOCK_STARTED.run(conn, {"_id": job_id}):
                 return False
             self._put_result(conn, job_id, res)
         return True
@@ -293,6 +294,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
 
 # Hot statements, built once: only their parameters change between requests.
+_UNSTARTED = (Phase.PENDING, Phase.QUEUED, Phase.HELD, Phase.ARCHIVED)     # no result
 _ID = (J.c.id == sa.bindparam("id"), J.c.service == sa.bindparam("service"))
 _OWNED = J.c.owner == sa.bindparam("owner")
 # The job's row, and whether it named a CALLBACK (most did not: no read of it then).
@@ -308,9 +310,9 @@ _THE_JOB = J.c.id == sa.bindparam("_id")
 _OWNED_BY = sa.select(J.c.service, J.c.owner, J.c.phase).where(_THE_JOB)
 _BYTES_OF = sa.select(B.c.bytes).where(B.c.job_id == sa.bindparam("id"))
 _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
-_LOCK_UNARCHIVED = direct.DirectWrite(
-    J.update().where(_THE_JOB, J.c.phase != Phase.ARCHIVED.value).values(id=J.c.id)
-    .returning(J.c.id))
+_LOCK_STARTED = direct.DirectWrite(
+    J.update().where(_THE_JOB, J.c.phase.not_in([sa.literal(p.value) for p in _UNSTARTED]))
+    .values(id=J.c.id).returning(J.c.id))
 _OF_RESULT = (R.c.job_id == sa.bindparam("_id"),)
 _DROP_RESULT = direct.DirectWrite(R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result")))
 _LAST_SEQ = sa.select(sa.func.coalesce(sa.func.max(R.c.seq), -1)).where(*_OF_RESULT)
