@@ -221,3 +221,26 @@ def test_a_read_in_a_transaction_sees_what_it_wrote_before_its_commit(store):
         raise RuntimeError("rolled back")
     with store.engine.connect() as conn:
         assert [list(r) for r in read.rows(conn, {"id": job.id})] == [["run <1>"]]
+
+
+def test_statements_run_directly_in_a_transaction_are_seen_by_sqlalchemy_listeners(store):
+    """Logging and tracing hooked on the engine see them as SQLAlchemy's own."""
+    job = _a_job_with_every_field(store)
+    seen = []
+
+    def listener(conn, cursor, statement, params, context, executemany):
+        seen.append((" ".join(statement.split())[:18], executemany))
+
+    read = direct.ReadIn(sa.select(J.c.run_id).where(J.c.id == sa.bindparam("id")))
+    write = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                               .values(run_id=sa.bindparam("run_id")))
+    sa.event.listen(store.engine, "before_cursor_execute", listener)
+    try:
+        with store.engine.begin() as conn:
+            write.run(conn, {"_id": job.id, "run_id": "seen"})
+            write.run(conn, [{"_id": job.id, "run_id": "a"}, {"_id": job.id, "run_id": "b"}])
+            read.rows(conn, {"id": job.id})
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", listener)
+    assert seen == [("UPDATE uws_job SET", False), ("UPDATE uws_job SET", True),
+                    ("SELECT uws_job.run", False)]

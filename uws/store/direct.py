@@ -8,6 +8,9 @@ key (a job read: 80 µs through SQLAlchemy, 30 µs directly).
 A :class:`DirectWrite` is an INSERT, UPDATE or DELETE run the same way inside a transaction
 SQLAlchemy began (on its connection, so it commits or rolls back with the rest): the
 rows every creation and phase change writes (the job, its counters, its event).
+
+Inside a SQLAlchemy transaction, both are shown to its ``before_cursor_execute``
+listeners, as its own statements are.
 """
 from __future__ import annotations
 
@@ -66,12 +69,16 @@ class DirectRead:
         # execution (type codes)
         self._convert: list[tuple[int, Any]] | None = None
 
-    def rows(self, cursor, params: dict[str, Any]) -> list[Sequence[Any]]:
+    def rows(self, cursor, params: dict[str, Any],
+             conn: sa.Connection | None = None) -> list[Sequence[Any]]:
         """The rows for ``params`` (values by parameter name, every parameter without
         a default given; unused names are ignored), each value converted as
-        SQLAlchemy would."""
+        SQLAlchemy would; ``conn``: the SQLAlchemy connection ``cursor`` is of."""
         with driver_errors(self._dialect, self.sql, params):
-            cursor.execute(self.sql, self._binds.of(params))
+            values = self._binds.of(params)
+            if conn is not None:
+                tell_listeners(conn, cursor, self.sql, values, False)
+            cursor.execute(self.sql, values)
             rows = cursor.fetchall()
         convert = self._convert
         if convert is None:     # PostgreSQL's numeric conversions depend on the type code
@@ -108,9 +115,13 @@ class DirectWrite:
         try:
             with driver_errors(conn.dialect, binds.sql, rows[0]):
                 if len(rows) == 1:
-                    cursor.execute(binds.sql, binds.of(rows[0]))
+                    values = binds.of(rows[0])
+                    tell_listeners(conn, cursor, binds.sql, values, False)
+                    cursor.execute(binds.sql, values)
                 else:
-                    cursor.executemany(binds.sql, [binds.of(row) for row in rows])
+                    many = [binds.of(row) for row in rows]
+                    tell_listeners(conn, cursor, binds.sql, many, True)
+                    cursor.executemany(binds.sql, many)
                 if not cursor.description:
                     return []
                 returned = cursor.fetchall()
@@ -134,9 +145,17 @@ def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> li
     """``read``'s rows inside ``conn``'s transaction (what it wrote so far included)."""
     cursor = conn.connection.cursor()
     try:
-        return read.rows(cursor, params)
+        return read.rows(cursor, params, conn)
     finally:
         cursor.close()
+
+
+def tell_listeners(conn: sa.Connection, cursor, sql: str, params, many: bool) -> None:
+    """SQLAlchemy's ``before_cursor_execute`` listeners of ``conn`` (logging, tracing,
+    the tests' statement counts) see a statement run directly as they see their own."""
+    listeners = conn.dispatch.before_cursor_execute
+    if listeners:
+        listeners(conn, cursor, sql, params, None, many)
 
 
 class ReadIn:
