@@ -66,6 +66,34 @@ def test_a_job_is_read_only_by_its_owner_and_unscoped_callers(store):
     assert store.phase_of(job.id, "svc", None) is Phase.ERROR
 
 
+def test_a_job_with_parameters_and_results_is_still_not_read_by_another_owner(store):
+    job = _a_job_with_every_field(store)     # parameters, a result and an error stored
+    assert store.get_job(job.id, "svc", "mallory") is None
+    assert store.get_job("0" * 32, "svc", None) is None
+    assert store.get_job(job.id, "svc", "alice").parameters == job.parameters
+
+
+def test_a_job_without_parameters_or_results_reads_back_empty_lists(store):
+    created = dt.datetime(2026, 1, 2, 3, 4, 5)
+    store.insert_job(Job(id="e" * 32, service="svc", owner="", phase=Phase.PENDING,
+                         creation_time=created, execution_duration=0, destruction=None))
+    got = store.get_job("e" * 32, "svc", "")
+    assert (got.parameters, got.results, got.past_errors) == ([], [], [])
+
+
+def test_a_transaction_after_direct_reads_still_rolls_back(store):
+    """Reads may change how their connection commits (autocommit, on PostgreSQL):
+    the pool must get it back as it was, or a later transaction's failure would
+    leave half its writes."""
+    job = _a_job_with_every_field(store)
+    for _ in range(5):
+        store.get_job(job.id, "svc", None)
+    with pytest.raises(RuntimeError), store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job.id).values(run_id="half done"))
+        raise RuntimeError("something later in the transaction failed")
+    assert store.get_job(job.id, "svc", None).run_id == "run <1>"
+
+
 def test_list_pages_read_directly_walk_every_job_once_in_order(store):
     store.seed_jobs("svc", 250, owner="alice")
     seen, q = [], ListQuery(limit=100)

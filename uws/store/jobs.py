@@ -37,6 +37,8 @@ from .tables import result as R
 from .transitions import JobChanges
 
 _PHASE = {p.value: p for p in Phase}
+#: where a job read's part columns start (after the job's own and has_callback)
+_PART = len(J.c) + 1
 
 
 class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries, EventQueries,
@@ -58,7 +60,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         create_schema(self.engine)
         self.readers = direct.Readers(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
-                       (("any", _GET_ANY), ("owned", _GET_OWNED), ("parts", _GET_PARTS),
+                       (("any", _GET_ANY), ("owned", _GET_OWNED),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
                         ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF),
                         ("last seq", _LAST_SEQ))}
@@ -171,13 +173,14 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
         key = {"id": job_id, "service": service, "owner": owner}
+        read = self._reads["any" if owner is None else "owned"]
         with self.readers.cursor() as cur:
-            rows = self._reads["any" if owner is None else "owned"].mappings(cur, key)
-            if not rows:
-                return None
-            row = rows[0]
-            parts = self._reads["parts"].rows(cur, key)
+            rows = read.rows(cur, key)
+            if not rows or rows[0][_PART] != -1:
+                return None     # no such job (another owner's parts, if any, unused)
+            row = dict(zip(read.names, rows[0]))
             named = self._reads["callback"].mappings(cur, key) if row["has_callback"] else []
+        parts = [r[_PART:] for r in rows[1:]]
         params = [(a, b, flag) for part, _, a, b, flag, _, _ in parts if part == 0]
         results = [(a, b, mime, size) for part, _, a, b, _, mime, size in parts if part == 1]
         job = _job(row, params, results)
@@ -297,10 +300,35 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 _UNSTARTED = (Phase.PENDING, Phase.QUEUED, Phase.HELD, Phase.ARCHIVED)     # no result
 _ID = (J.c.id == sa.bindparam("id"), J.c.service == sa.bindparam("service"))
 _OWNED = J.c.owner == sa.bindparam("owner")
-# The job's row, and whether it named a CALLBACK (most did not: no read of it then).
-_GET_ANY = sa.select(J, sa.exists().where(JC.c.job_id == J.c.id).label("has_callback")
-                     ).where(*_ID)
-_GET_OWNED = _GET_ANY.where(_OWNED)
+# The job's row, and whether it named a CALLBACK (most did not: no read of it then),
+# then its parameters (part 0), results (part 1) and its earlier attempts' errors
+# (part 2), in order: one read (two cost a GET of a job a statement more).  The job's
+# row is part -1, its part columns NULL; a part's row has NULL in the job's columns.
+_PART_COLUMNS = [sa.literal(-1).label("part"), sa.cast(sa.null(), sa.Integer).label("seq"),
+                 sa.cast(sa.null(), sa.String).label("a"), sa.cast(sa.null(), sa.Text).label("b"),
+                 sa.cast(sa.null(), sa.Boolean).label("flag"),
+                 sa.cast(sa.null(), sa.String).label("mime"),
+                 sa.cast(sa.null(), sa.BigInteger).label("size")]
+_JOB_NULLS = [sa.null()] * (len(J.c) + 1)
+
+
+def _get_job(*where) -> sa.CompoundSelect:
+    """The job read, its row found by ``where`` (its parts by its id alone: when the
+    row is not found, they are not used)."""
+    has_callback = sa.exists().where(JC.c.job_id == J.c.id).label("has_callback")
+    return sa.union_all(
+        sa.select(J, has_callback, *_PART_COLUMNS).where(*where),
+        sa.select(*_JOB_NULLS, sa.literal(0), P.c.seq, P.c.name, P.c.value, P.c.by_reference,
+                  sa.null(), sa.null()).where(P.c.job_id == sa.bindparam("id")),
+        sa.select(*_JOB_NULLS, sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(),
+                  R.c.mime_type, R.c.size).where(R.c.job_id == sa.bindparam("id")),
+        sa.select(*_JOB_NULLS, sa.literal(2), A.c.attempt, A.c.error_type, A.c.error_message,
+                  sa.null(), sa.null(), sa.null()).where(A.c.job_id == sa.bindparam("id")),
+    ).order_by("part", "seq")
+
+
+_GET_ANY = _get_job(*_ID)
+_GET_OWNED = _get_job(*_ID, _OWNED)
 _PHASE_ANY = sa.select(J.c.phase).where(*_ID)
 _PHASE_OWNED = _PHASE_ANY.where(_OWNED)
 _INSERT_JOB = direct.DirectWrite(J.insert())
@@ -326,19 +354,6 @@ _DELETES = {
     ).returning(J.c.service, J.c.owner, J.c.phase, J.c.batch_id))
     for by_service in (False, True) for by_owner in (False, True)}
 _GET_OWNER = sa.select(J.c.owner).where(*_ID)
-# A job's parameters (part 0), results (part 1) and its earlier attempts' errors
-# (part 2), in order, in one read.
-_GET_PARTS = sa.union_all(
-    sa.select(sa.literal(0).label("part"), P.c.seq, P.c.name.label("a"), P.c.value.label("b"),
-              P.c.by_reference.label("flag"), sa.null().label("mime"),
-              sa.cast(sa.null(), sa.BigInteger).label("size"))
-    .where(P.c.job_id == sa.bindparam("id")),
-    sa.select(sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(), R.c.mime_type, R.c.size)
-    .where(R.c.job_id == sa.bindparam("id")),
-    sa.select(sa.literal(2), A.c.attempt, A.c.error_type, A.c.error_message, sa.null(),
-              sa.null(), sa.null())
-    .where(A.c.job_id == sa.bindparam("id")),
-).order_by("part", "seq")
 
 
 def _job_row(job: Job) -> dict:
