@@ -304,11 +304,11 @@ _OWNED = J.c.owner == sa.bindparam("owner")
 # then its parameters (part 0), results (part 1) and its earlier attempts' errors
 # (part 2), in order: one read (two cost a GET of a job a statement more).  The job's
 # row is part -1, its part columns NULL; a part's row has NULL in the job's columns.
-_PART_COLUMNS = [sa.literal(-1).label("part"), sa.cast(sa.null(), sa.Integer).label("seq"),
-                 sa.cast(sa.null(), sa.String).label("a"), sa.cast(sa.null(), sa.Text).label("b"),
-                 sa.cast(sa.null(), sa.Boolean).label("flag"),
-                 sa.cast(sa.null(), sa.String).label("mime"),
-                 sa.cast(sa.null(), sa.BigInteger).label("size")]
+_PART_COLUMNS: list[sa.ColumnElement[Any]] = [
+    sa.literal(-1).label("part"), sa.cast(sa.null(), sa.Integer).label("seq"),
+    sa.cast(sa.null(), sa.String).label("a"), sa.cast(sa.null(), sa.Text).label("b"),
+    sa.cast(sa.null(), sa.Boolean).label("flag"), sa.cast(sa.null(), sa.String).label("mime"),
+    sa.cast(sa.null(), sa.BigInteger).label("size")]
 _JOB_NULLS = [sa.null()] * (len(J.c) + 1)
 
 
@@ -317,7 +317,7 @@ def _get_job(*where) -> sa.CompoundSelect:
     row is not found, they are not used)."""
     has_callback = sa.exists().where(JC.c.job_id == J.c.id).label("has_callback")
     return sa.union_all(
-        sa.select(J, has_callback, *_PART_COLUMNS).where(*where),
+        sa.select(*J.columns, has_callback, *_PART_COLUMNS).where(*where),
         sa.select(*_JOB_NULLS, sa.literal(0), P.c.seq, P.c.name, P.c.value, P.c.by_reference,
                   sa.null(), sa.null()).where(P.c.job_id == sa.bindparam("id")),
         sa.select(*_JOB_NULLS, sa.literal(1), R.c.seq, R.c.id, R.c.path, sa.null(),
