@@ -103,6 +103,15 @@ def test_an_unreachable_database_is_one_line_and_exit_status_2(tmp_path):
     assert line.startswith("uws: cannot start:") and "127.0.0.1" in line
 
 
+def test_postgresql_without_its_driver_says_which_extra_to_install(monkeypatch):
+    import sys
+
+    from uws.store.engine import make_engine
+    monkeypatch.setitem(sys.modules, "psycopg", None)      # as if it were not installed
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'ivoa-uws-server\[postgres\]'"):
+        make_engine("postgresql://nobody@127.0.0.1:1/x")
+
+
 def test_a_default_left_out_is_lowered_to_its_maximum():
     cfg = from_dict({"services": {"s": {"runner": "uws.demo:sleep",
                                         "max_execution_duration": 60, "max_lifetime": 3600}}})

@@ -23,8 +23,14 @@ def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
         return _sqlite_engine(url, pool_size)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
-                            pool_pre_ping=True, future=True)
+    try:
+        return sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
+                                pool_pre_ping=True, future=True)
+    except ModuleNotFoundError as exc:
+        if exc.name != "psycopg":
+            raise
+        raise ModuleNotFoundError(f"{exc}: PostgreSQL needs the psycopg driver: "
+                                  "pip install 'ivoa-uws-server[postgres]'", name=exc.name) from exc
 
 
 def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
