@@ -227,8 +227,8 @@ class Readers:
 
     On PostgreSQL each read runs in autocommit: a direct read is one statement (one
     snapshot), and without a transaction around it the driver sends no BEGIN before
-    it and no ROLLBACK when the pool takes the connection back (two round trips of
-    the four a read cost; the fourth is the pool's ping).
+    it and no ROLLBACK when the pool takes the connection back.  A read was four
+    round trips (the pool's ping, BEGIN, the statement, ROLLBACK); it is two.
     """
 
     #: connections kept aside, at most: the reads running at once beyond this take

@@ -302,8 +302,8 @@ _ID = (J.c.id == sa.bindparam("id"), J.c.service == sa.bindparam("service"))
 _OWNED = J.c.owner == sa.bindparam("owner")
 # The job's row, and whether it named a CALLBACK (most did not: no read of it then),
 # then its parameters (part 0), results (part 1) and its earlier attempts' errors
-# (part 2), in order: one read (two cost a GET of a job a statement more).  The job's
-# row is part -1, its part columns NULL; a part's row has NULL in the job's columns.
+# (part 2), in order, in one read rather than two.  The job's row is part -1, its
+# part columns NULL; a part's row has NULL in the job's columns.
 _PART_COLUMNS: list[sa.ColumnElement[Any]] = [
     sa.literal(-1).label("part"), sa.cast(sa.null(), sa.Integer).label("seq"),
     sa.cast(sa.null(), sa.String).label("a"), sa.cast(sa.null(), sa.Text).label("b"),
