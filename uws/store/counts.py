@@ -141,3 +141,10 @@ _TOTAL = {(scoped, phases): _total_statement(scoped, phases)
           for scoped in (False, True) for phases in (False, True)}
 #: the totals over every phase but ARCHIVED, read directly: by scoped
 _TOTAL_IN = {scoped: ReadIn(_TOTAL[(scoped, False)]) for scoped in (False, True)}
+
+
+def shown_total(scoped: bool) -> sa.Select:
+    """The statement of :func:`total` over every phase but ARCHIVED (what a job list
+    shows), for a read outside a transaction: parameters service and, if ``scoped``,
+    owner."""
+    return _TOTAL[(scoped, False)]

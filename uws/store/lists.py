@@ -56,6 +56,8 @@ class ListQueries:
             q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
 
     def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
+        if q.after is None and q.before is None and not q.phases:
+            return self._shown_total(service, owner)
         if q.after is None and q.before is None:
             with self.engine.connect() as conn:
                 return counts.total(conn, service, owner, q.phases)
@@ -64,6 +66,17 @@ class ListQueries:
                          q.after is not None, q.before is not None)
         with self.engine.connect() as conn:
             return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
+
+    def _shown_total(self, service: str, owner: str | None) -> int:
+        """The jobs a list shows, from the counters: read directly (HEAD {jobs})."""
+        key = ("total", owner is not None)
+        read = self._list_reads.get(key)
+        if read is None:
+            read = self._list_reads[key] = direct.DirectRead(
+                self.engine, counts.shown_total(owner is not None))
+        with self.readers.cursor() as cur:
+            # int(): PostgreSQL sums a BIGINT as NUMERIC
+            return int(read.rows(cur, {"service": service, "owner": owner})[0][0])
 
     def job_counts(self, service: str | None = None,
                    owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
