@@ -162,7 +162,7 @@ def delete_job(service: str, job_id: str):
 # -- phase, executionduration, destruction --------------------------------------------
 
 @bp.route(JOB + "/phase", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_phase(service: str, job_id: str):
     job = _job(service, job_id)
     return choose(lambda: text(job.phase.value), lambda: json_response(jsonr.phase_document(job)))
@@ -205,7 +205,7 @@ def _required_form_value(name: str) -> str:
 
 
 @bp.route(JOB + "/executionduration", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_duration(service: str, job_id: str):
     job = _job(service, job_id)
     return choose(lambda: text(str(job.execution_duration)),
@@ -221,7 +221,7 @@ def post_duration(service: str, job_id: str):
 
 
 @bp.route(JOB + "/destruction", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_destruction(service: str, job_id: str):
     job = _job(service, job_id)
     return choose(lambda: text(format_time(job.destruction)),
@@ -239,7 +239,7 @@ def post_destruction(service: str, job_id: str):
 # -- read-only children ----------------------------------------------------------------
 
 @bp.route(JOB + "/quote", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_quote(service: str, job_id: str):
     job = _job(service, job_id)
     return choose(lambda: text(format_time(job.quote)),
@@ -247,14 +247,14 @@ def get_quote(service: str, job_id: str):
 
 
 @bp.route(JOB + "/owner", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_owner(service: str, job_id: str):
     job = _job(service, job_id)
     return choose(lambda: text(job.owner), lambda: json_response(jsonr.owner_document(job)))
 
 
 @bp.route(JOB + "/error", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_error(service: str, job_id: str):
     job = _job(service, job_id)
     error = job.error
@@ -263,7 +263,7 @@ def get_error(service: str, job_id: str):
 
 
 @bp.route(JOB + "/results", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_results(service: str, job_id: str):
     job, links = _job(service, job_id), _links(service, job_id)
     return choose(lambda: xml(xmlr.results_document(job, links)),
@@ -271,7 +271,7 @@ def get_results(service: str, job_id: str):
 
 
 @bp.route(JOB + "/results/<result_id>", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_result(service: str, job_id: str, result_id: str):
     job = _job(service, job_id)
     for r in job.results:
@@ -287,7 +287,7 @@ def get_result(service: str, job_id: str, result_id: str):
 # -- parameters ------------------------------------------------------------------------
 
 @bp.route(JOB + "/parameters", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_parameters(service: str, job_id: str):
     job, links = _job(service, job_id), _links(service, job_id)
     return choose(lambda: xml(xmlr.parameters_document(job, links)),
@@ -306,7 +306,7 @@ def post_parameters(service: str, job_id: str):
 
 
 @bp.route(JOB + "/parameters/<name>", methods=["GET"])
-@job_view
+@job_use_case_view
 def get_parameter(service: str, job_id: str, name: str):
     job = _job(service, job_id)
     params = [p for p in job.parameters if p.name.upper() == name.upper()]
