@@ -56,9 +56,9 @@ class ListQueries:
             q = dataclasses.replace(q, offset=0, before=(last.creation_time, last.id))
 
     def count_jobs(self, service: str, owner: str | None, q: ListQuery) -> int:
-        if q.after is None and q.before is None and not q.phases:
-            return self._shown_total(service, owner)
         if q.after is None and q.before is None:
+            if not q.phases:
+                return self._shown_total(service, owner)
             with self.engine.connect() as conn:
                 return counts.total(conn, service, owner, q.phases)
         # A time window: only indexed columns, so the count is an index-only scan.
