@@ -24,7 +24,10 @@ def config(tmp_path, db_url):
 
 
 def in_seconds(seconds: float) -> dt.datetime:
-    return timeutil.add_seconds(timeutil.now(), seconds)
+    """A time that far ahead, to the millisecond: what a STARTAFTER written from it says
+    (a job may start within that millisecond, before the microseconds dropped)."""
+    t = timeutil.add_seconds(timeutil.now(), seconds)
+    return t.replace(microsecond=t.microsecond // 1000 * 1000)
 
 
 def start_after(client, path: str) -> str | None:
