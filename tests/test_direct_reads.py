@@ -1,6 +1,8 @@
 """The hottest reads and writes bypass SQLAlchemy's execution (uws.store.direct):
 they must read and write exactly what SQLAlchemy would, on both databases."""
 import datetime as dt
+import os
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -9,6 +11,8 @@ from uws.model import ErrorSummary, Job, ListQuery, Parameter, Result
 from uws.phases import Phase
 from uws.store import Store, direct
 from uws.store.tables import job as J
+
+from conftest import database_url, drop_database
 
 
 @pytest.fixture
@@ -130,10 +134,91 @@ def _overlapping_reads(readers: direct.Readers, n: int) -> None:
 def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
     readers = direct.Readers(store.engine)
     _overlapping_reads(readers, direct.Readers.KEPT + 4)
-    kept = store.engine.pool.size() // 4 if store.engine.dialect.name == "sqlite" else 0
-    assert len(readers._kept) == min(kept, direct.Readers.KEPT)
+    assert len(readers._kept) == min(store.engine.pool.size() // 4, direct.Readers.KEPT)
     readers.close()
     assert readers._kept == [] and store.engine.pool.checkedout() == 0
+
+
+def test_a_forked_process_does_not_read_on_the_connections_its_parent_kept(store):
+    """A server that forks workers after loading the app (gunicorn --preload): the
+    parent's kept connections are its own; a child sharing them would mix their
+    answers."""
+    job = _a_job_with_every_field(store)
+    store.get_job(job.id, "svc", None)
+    assert store.readers._kept
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if store.readers._kept == [] else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert store.readers._kept        # the parent's are still its own
+    assert store.get_job(job.id, "svc", None).run_id == "run <1>"
+
+
+def test_reads_on_a_kept_connection_do_not_go_through_the_pool(store):
+    """On PostgreSQL the pool pings each connection it hands out (a round trip): reads
+    one after the other take none from it once one connection is kept."""
+    job = _a_job_with_every_field(store)
+    checkouts = []
+    sa.event.listen(store.engine.pool, "checkout", lambda *args: checkouts.append(1))
+    for _ in range(10):
+        assert store.get_job(job.id, "svc", None).run_id == "run <1>"
+    assert len(checkouts) <= 1
+
+
+def _backend_pid(readers: direct.Readers) -> int:
+    with readers.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        return cur.fetchone()[0]
+
+
+@pytest.fixture
+def pg_store(tmp_path):
+    url = database_url("postgresql", tmp_path)
+    s = Store(url)
+    yield s
+    s.close()
+    drop_database(url)
+
+
+def test_a_kept_connection_the_server_closed_is_not_used_for_the_next_read(pg_store):
+    """A kept connection skips the pool's ping, which is what found connections a
+    restart or a terminated backend had closed: the next read must still answer."""
+    job = _a_job_with_every_field(pg_store)
+    pid = _backend_pid(pg_store.readers)
+    assert _backend_pid(pg_store.readers) == pid      # kept, and used again
+    with pg_store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+    deadline = time.monotonic() + 5
+    while pid in _backends(pg_store) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+    assert _backend_pid(pg_store.readers) != pid
+
+
+def _backends(store: Store) -> set[int]:
+    with store.engine.connect() as conn:
+        return set(conn.execute(sa.text("SELECT pid FROM pg_stat_activity")).scalars())
+
+
+def test_connections_kept_for_reads_go_back_to_the_pool_out_of_autocommit(pg_store):
+    """Kept PostgreSQL connections stay in autocommit between reads: given back, they
+    must be transactional again, or a failing transaction would keep half its writes."""
+    job = _a_job_with_every_field(pg_store)
+    _overlapping_reads(pg_store.readers, direct.Readers.KEPT)
+    assert pg_store.readers._kept
+    pg_store.readers.close()
+    size = pg_store.engine.pool.size()
+    held = [pg_store.engine.raw_connection() for _ in range(size)]
+    try:
+        assert not any(conn.dbapi_connection.autocommit for conn in held)
+    finally:
+        for conn in held:
+            conn.close()
+    with pytest.raises(RuntimeError), pg_store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job.id).values(run_id="half done"))
+        raise RuntimeError("something later in the transaction failed")
+    with pg_store.engine.connect() as conn:
+        assert conn.execute(sa.select(J.c.run_id).where(J.c.id == job.id)).scalar() == "run <1>"
 
 
 def test_reads_keep_no_connection_a_small_pool_needs_for_writes(db_url):

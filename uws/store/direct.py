@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
+import select
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -218,17 +221,20 @@ def _picker(order: list[str] | None):
 class Readers:
     """Driver cursors for the direct reads of one engine.
 
-    On SQLite a few connections are kept aside for them: taking one from
-    SQLAlchemy's pool and giving it back (with its reset) costs 14 µs, half a read
-    by primary key.  A kept connection holds no transaction between reads (the
-    driver opens one only for a write), so it never pins an old snapshot.  Other
-    databases' connections stay with the pool, which they share with every other
-    process of a deployment.
+    A few connections are kept aside for them, checked out of SQLAlchemy's pool for
+    good.  On SQLite, taking one from the pool and giving it back (with its reset)
+    costs 14 µs, half a read by primary key; a kept connection holds no transaction
+    between reads (the driver opens one only for a write), so it never pins an old
+    snapshot.
 
     On PostgreSQL each read runs in autocommit: a direct read is one statement (one
     snapshot), and without a transaction around it the driver sends no BEGIN before
-    it and no ROLLBACK when the pool takes the connection back.  A read was four
-    round trips (the pool's ping, BEGIN, the statement, ROLLBACK); it is two.
+    it and no ROLLBACK after it.  A kept connection also skips the pool's ping, so a
+    read is one round trip (it was four: ping, BEGIN, the statement, ROLLBACK).  The
+    ping is what found connections the server had closed (a restart, a terminated
+    backend, an idle timeout); a kept one is checked without a round trip instead:
+    an idle connection receives nothing unless its server closed it, so one whose
+    socket has something to read is discarded unused (:func:`_still_open`).
     """
 
     #: connections kept aside, at most: the reads running at once beyond this take
@@ -239,12 +245,12 @@ class Readers:
     def __init__(self, engine: sa.Engine):
         self.engine = engine
         size = getattr(engine.pool, "size", None)
-        self._keep = (min(self.KEPT, size() // 4)
-                      if engine.dialect.name == "sqlite" and callable(size) else 0)
+        self._keep = min(self.KEPT, size() // 4) if callable(size) else 0
         self._kept: list[Any] = []      # idle pooled connections, checked out for good
         self._autocommit = engine.dialect.name == "postgresql"
         self._lock = threading.Lock()   # between giving back and close()
         self._closed = False
+        _ALL_READERS.add(self)
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[Any]:
@@ -252,39 +258,86 @@ class Readers:
         conn = self._take()
         try:
             if self._autocommit:
-                conn.dbapi_connection.autocommit = True
+                conn.dbapi_connection.autocommit = True     # no round trip
             cur = conn.cursor()
             try:
                 yield cur
             finally:
                 cur.close()
-                if self._autocommit:
-                    _end_autocommit(conn)
         finally:
             self._give_back(conn)
 
     def _take(self):
-        try:
-            return self._kept.pop()     # atomic: no lock needed
-        except IndexError:
-            return self.engine.raw_connection()
+        while True:
+            try:
+                conn = self._kept.pop()     # atomic: no lock needed
+            except IndexError:
+                return self.engine.raw_connection()     # pinged by the pool
+            if not self._autocommit or _still_open(conn.dbapi_connection):
+                return conn
+            conn.invalidate()
 
     def _give_back(self, conn) -> None:
-        if self._keep:
-            if conn.dbapi_connection.in_transaction:
-                conn.rollback()
+        if self._keep and self._idle(conn):
             with self._lock:    # reads ending at once never keep more than _keep
                 if not self._closed and len(self._kept) < self._keep:
                     self._kept.append(conn)
                     return
+        if self._autocommit:
+            _end_autocommit(conn)
         conn.close()    # back to the pool, which resets it
+
+    def _idle(self, conn) -> bool:
+        """Whether ``conn`` is fit to keep: no transaction open (a SQLite one is rolled
+        back), and a PostgreSQL one still connected with nothing under way."""
+        dbapi = conn.dbapi_connection
+        if not self._autocommit:
+            if dbapi.in_transaction:
+                conn.rollback()
+            return True
+        return not dbapi.closed and dbapi.info.transaction_status == _PQTRANS_IDLE
 
     def close(self) -> None:
         """Give the kept connections back (before the engine is disposed of)."""
         with self._lock:
             self._closed = True
         while self._kept:
-            self._kept.pop().close()
+            conn = self._kept.pop()
+            if self._autocommit:
+                _end_autocommit(conn)
+            conn.close()
+
+
+_ALL_READERS: weakref.WeakSet[Readers] = weakref.WeakSet()
+
+
+def _forget_kept_connections() -> None:
+    """In a process just forked (an app loaded before its server forks workers): the
+    kept connections are the parent's, whose sockets it goes on using.  Never read
+    on nor closed here, they are dropped; the pool makes new ones."""
+    for readers in list(_ALL_READERS):
+        readers._kept = []
+
+
+os.register_at_fork(after_in_child=_forget_kept_connections)
+
+#: libpq's PQTRANS_IDLE: connected, no transaction, no command under way
+_PQTRANS_IDLE = 0
+
+
+def _still_open(dbapi) -> bool:
+    """Whether an idle PostgreSQL connection kept aside can still be used, asked without
+    a round trip.  Its server sends nothing unprompted but when it ends the session
+    (its FATAL message, then the end of the stream), so a socket with something to
+    read is one to discard; so is one the driver knows is closed.  (A rare message of
+    another kind, a parameter change after a reload, costs a reconnection, no error.)"""
+    try:
+        if dbapi.closed:
+            return False
+        readable, _, _ = select.select([dbapi.fileno()], [], [], 0)
+    except Exception:   # noqa: BLE001 - OSError, or the driver's own: the connection is gone
+        return False
+    return not readable
 
 
 def _end_autocommit(conn) -> None:
