@@ -186,13 +186,37 @@ def test_a_kept_connection_the_server_closed_is_not_used_for_the_next_read(pg_st
     job = _a_job_with_every_field(pg_store)
     pid = _backend_pid(pg_store.readers)
     assert _backend_pid(pg_store.readers) == pid      # kept, and used again
-    with pg_store.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+    _terminate(pg_store, [pid])
     deadline = time.monotonic() + 5
     while pid in _backends(pg_store) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
     assert _backend_pid(pg_store.readers) != pid
+
+
+def test_pool_connections_the_server_closed_are_replaced_before_a_transaction(pg_store):
+    """The pool checks a connection it hands out without a round trip (no ping): one a
+    restart or a terminated backend closed must not reach a transaction."""
+    held = [pg_store.engine.connect() for _ in range(3)]
+    pids = [conn.execute(sa.text("SELECT pg_backend_pid()")).scalar() for conn in held]
+    for conn in held:
+        conn.close()    # idle in the pool
+    _terminate(pg_store, pids)
+    deadline = time.monotonic() + 5
+    while set(pids) & _backends(pg_store) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    job = _a_job_with_every_field(pg_store)     # transactions, then reads
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+
+
+def _terminate(store: Store, pids: list[int]) -> None:
+    """The backends ``pids`` ended by the server, asked on a connection of another pool."""
+    admin = sa.create_engine(store.engine.url, poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        ended = conn.execute(sa.text("SELECT pg_terminate_backend(p) FROM unnest(:ps) AS p"),
+                             {"ps": pids}).scalars().all()
+    admin.dispose()
+    assert all(ended)
 
 
 def _backends(store: Store) -> set[int]:

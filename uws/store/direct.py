@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-import select
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+
+from .engine import still_open
 
 
 class _Binds:
@@ -229,12 +230,9 @@ class Readers:
 
     On PostgreSQL each read runs in autocommit: a direct read is one statement (one
     snapshot), and without a transaction around it the driver sends no BEGIN before
-    it and no ROLLBACK after it.  A kept connection also skips the pool's ping, so a
-    read is one round trip (it was four: ping, BEGIN, the statement, ROLLBACK).  The
-    ping is what found connections the server had closed (a restart, a terminated
-    backend, an idle timeout); a kept one is checked without a round trip instead:
-    an idle connection receives nothing unless its server closed it, so one whose
-    socket has something to read is discarded unused (:func:`_still_open`).
+    it and no ROLLBACK after it, so a read is one round trip (it was four: the pool's
+    ping, BEGIN, the statement, ROLLBACK).  A kept connection is checked as the pool
+    checks those it hands out, without a round trip (:func:`.engine.still_open`).
     """
 
     #: connections kept aside, at most: the reads running at once beyond this take
@@ -273,7 +271,7 @@ class Readers:
                 conn = self._kept.pop()     # atomic: no lock needed
             except IndexError:
                 return self.engine.raw_connection()     # pinged by the pool
-            if not self._autocommit or _still_open(conn.dbapi_connection):
+            if not self._autocommit or still_open(conn.dbapi_connection):
                 return conn
             conn.invalidate()
 
@@ -323,21 +321,6 @@ os.register_at_fork(after_in_child=_forget_kept_connections)
 
 #: libpq's PQTRANS_IDLE: connected, no transaction, no command under way
 _PQTRANS_IDLE = 0
-
-
-def _still_open(dbapi) -> bool:
-    """Whether an idle PostgreSQL connection kept aside can still be used, asked without
-    a round trip.  Its server sends nothing unprompted but when it ends the session
-    (its FATAL message, then the end of the stream), so a socket with something to
-    read is one to discard; so is one the driver knows is closed.  (A rare message of
-    another kind, a parameter change after a reload, costs a reconnection, no error.)"""
-    try:
-        if dbapi.closed:
-            return False
-        readable, _, _ = select.select([dbapi.fileno()], [], [], 0)
-    except Exception:   # noqa: BLE001 - OSError, or the driver's own: the connection is gone
-        return False
-    return not readable
 
 
 def _end_autocommit(conn) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -24,13 +25,40 @@ def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     try:
-        return sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
-                                pool_pre_ping=True, future=True)
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size * 4,
+                                  future=True)
     except ModuleNotFoundError as exc:
         if exc.name != "psycopg":
             raise
         raise ModuleNotFoundError(f"{exc}: PostgreSQL needs the psycopg driver: "
                                   "pip install 'ivoa-uws-server[postgres]'", name=exc.name) from exc
+    sa.event.listen(engine, "checkout", _refuse_closed)
+    return engine
+
+
+def _refuse_closed(dbapi_conn, _record, _proxy) -> None:
+    """The pool's check of each connection it hands out, instead of its ping (a round
+    trip before every transaction): one its server closed is replaced (the pool
+    retries on DisconnectionError)."""
+    if not still_open(dbapi_conn):
+        raise sa.exc.DisconnectionError("the database server closed this connection")
+
+
+def still_open(dbapi_conn) -> bool:
+    """Whether an idle PostgreSQL connection can still be used, asked without a round
+    trip.  Its server sends nothing unprompted but when it ends the session (a restart,
+    a terminated backend, an idle timeout: its FATAL message, then the end of the
+    stream), so a socket with something to read is one to discard; so is one the
+    driver knows is closed.  (A rare message of another kind, a parameter changed by
+    a reload, costs a reconnection, not an error.)  A peer gone without a word is
+    found by neither this nor a ping until TCP gives up."""
+    try:
+        if dbapi_conn.closed:
+            return False
+        readable, _, _ = select.select([dbapi_conn.fileno()], [], [], 0)
+    except Exception:   # noqa: BLE001 - OSError, or the driver's own: the connection is gone
+        return False
+    return not readable
 
 
 def _sqlite_engine(url: str, pool_size: int) -> sa.Engine:
