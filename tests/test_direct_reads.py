@@ -297,6 +297,20 @@ def test_a_row_written_directly_equals_the_row_sqlalchemy_writes(store):
     assert {**mine, "id": ""} == {**theirs, "id": ""} == {**row, "id": ""}
 
 
+def test_a_creation_that_fails_raises_sqlalchemys_error_and_stores_nothing_more(store):
+    """On PostgreSQL a creation's first writes are pipelined, their errors read only at
+    its end: they must still come as SQLAlchemy's errors (which the store's callers
+    catch) and roll the whole creation back."""
+    job = _a_job_with_every_field(store)
+    again = Job(id=job.id, service="svc", owner="bob", phase=Phase.PENDING,
+                creation_time=dt.datetime(2026, 1, 3), execution_duration=60,
+                destruction=None, parameters=[Parameter("C", "3")])
+    with pytest.raises(sa.exc.IntegrityError):
+        store.insert_job(again)
+    got = store.get_job(job.id, "svc", None)
+    assert (got.owner, [p.name for p in got.parameters]) == ("alice", ["A", "B", "A"])
+
+
 def test_a_direct_write_rolls_back_with_its_transaction(store):
     job = _a_job_with_every_field(store)
     with store.engine.connect() as conn:

@@ -15,6 +15,7 @@ listeners, as its own statements are.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import os
 import threading
@@ -102,6 +103,7 @@ class DirectWrite:
 
     def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete):
         self._stmt = stmt
+        self._returns = bool(list(stmt.exported_columns))     # a RETURNING clause
         self._binds: dict[tuple[tuple[str, str], tuple[str, ...]], _Binds] = {}
         self._returned: dict[tuple[str, str], list[tuple[int, Any]]] = {}  # by dialect_key
 
@@ -126,9 +128,9 @@ class DirectWrite:
                     many = [binds.of(row) for row in rows]
                     tell_listeners(conn, cursor, binds.sql, many, True)
                     cursor.executemany(binds.sql, many)
-                if not cursor.description:
+                if not self._returns:
                     return []
-                returned = cursor.fetchall()
+                returned = cursor.fetchall()    # in a pipeline: once its answers are in
         finally:
             cursor.close()
         return _converted(list(returned), self._returned[key[0]])
@@ -143,6 +145,37 @@ class DirectWrite:
                       for c in self._stmt.exported_columns)
         self._returned[dialect_key(dialect)] = [(i, f) for i, f in enumerate(processors) if f]
         return _Binds(compiled, dialect)
+
+
+@contextlib.contextmanager
+def pipelined(conn: sa.Connection) -> Iterator[None]:
+    """On PostgreSQL (psycopg's pipeline mode), the statements run inside are sent
+    without waiting for each one's answer: the answers, errors included, are read
+    when the block ends, so a few writes cost one round trip instead of one each.
+
+    Only statements whose answers nothing reads belong inside: the writes of
+    :class:`DirectWrite` (one with RETURNING waits for its rows), and through
+    SQLAlchemy only statements whose results are unused, since it would see none.
+    Elsewhere (SQLite) the block runs as it is."""
+    dbapi = conn.connection.dbapi_connection
+    if conn.dialect.name != "postgresql" or not _pipelines(dbapi):
+        yield
+        return
+    # the errors read at the end are the driver's: raised as SQLAlchemy's, as inside
+    with driver_errors(conn.dialect, "(a pipeline of writes)", None), \
+            dbapi.pipeline():  # type: ignore[union-attr]
+        yield
+
+
+def _pipelines(dbapi) -> bool:
+    """Whether the driver has pipeline mode (psycopg 3, with libpq 14 or later)."""
+    return getattr(type(dbapi), "pipeline", None) is not None and _libpq_pipelines()
+
+
+@functools.cache
+def _libpq_pipelines() -> bool:
+    from psycopg import Pipeline
+    return Pipeline.is_supported()
 
 
 def read_in(conn: sa.Connection, read: DirectRead, params: dict[str, Any]) -> list[Sequence[Any]]:
