@@ -8,7 +8,8 @@ A PostgreSQL schema of its own (dropped afterwards), the app in process (the WSG
 app through Flask's test client: no HTTP, no jobs run), 30 jobs created, then for
 each kind of request, sent ``--requests`` times one after the other: the p50 time
 and the round trips per request, counted in libpq's trace of every connection
-(each exchange ends with the server's ReadyForQuery; nothing is pipelined).
+(each exchange ends with the server's ReadyForQuery; statements sent in a pipeline
+are one exchange).
 """
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def measure(url: str, n: int) -> None:
     app = create_app(config.load(None, env=env, data_dir=tempfile.mkdtemp(prefix="uws-rt-")))
     client = app.test_client()
     try:
-        ids = [client.post("/sleep", data={"DURATION": "0"}).headers["Location"].rsplit("/", 1)[1]
-               for _ in range(30)]
+        ids = [new_job(client) for _ in range(30)]
         fresh = iter(range(n * 2))
+        to_run, to_delete = (iter([new_job(client) for _ in range(n + 10)]) for _ in range(2))
         requests = {
             "GET {job}": lambda: client.get(f"/sleep/{ids[0]}"),
             "GET {job}/phase": lambda: client.get(f"/sleep/{ids[0]}/phase"),
@@ -81,6 +82,9 @@ def measure(url: str, n: int) -> None:
             "POST {jobs} (create)": lambda: client.post("/sleep", data={"DURATION": "0"}),
             "POST {job} RUNID": lambda: client.post(f"/sleep/{ids[1]}",
                                                     data={"RUNID": f"r{next(fresh)}"}),
+            "POST {job}/phase RUN": lambda: client.post(f"/sleep/{next(to_run)}/phase",
+                                                        data={"PHASE": "RUN"}),
+            "DELETE {job}": lambda: client.delete(f"/sleep/{next(to_delete)}"),
         }
         print(f"{'request':<24} {'p50':>9} {'round trips':>12}   (in process, {n} each)")
         for label, send in requests.items():
@@ -98,6 +102,10 @@ def measure(url: str, n: int) -> None:
             print(f"{label:<24} {percentile(times, 50):6.2f} ms {per:12.1f}", flush=True)
     finally:
         shutdown(app)
+
+
+def new_job(client) -> str:
+    return client.post("/sleep", data={"DURATION": "0"}).headers["Location"].rsplit("/", 1)[1]
 
 
 if __name__ == "__main__":

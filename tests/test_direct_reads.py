@@ -311,6 +311,23 @@ def test_a_creation_that_fails_raises_sqlalchemys_error_and_stores_nothing_more(
     assert (got.owner, [p.name for p in got.parameters]) == ("alice", ["A", "B", "A"])
 
 
+def test_sqlalchemy_reads_in_a_pipelined_transaction_see_the_writes_before_them(store):
+    """On PostgreSQL a transaction's writes are pipelined (sent without waiting for
+    their answers): a statement SQLAlchemy runs there must still get its own rows and
+    row count, and see what was written before it."""
+    job = _a_job_with_every_field(store)
+    update = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                                .values(run_id=sa.bindparam("run_id")))
+    with direct.writing(store.engine) as conn:
+        update.run(conn, {"_id": job.id, "run_id": "changed"})
+        read = sa.select(J.c.run_id).where(J.c.id == job.id)
+        assert conn.execute(read).scalar_one() == "changed"
+        moved = conn.execute(J.update().where(J.c.id == job.id).values(run_id="again"))
+        assert moved.rowcount == 1
+        update.run(conn, {"_id": job.id, "run_id": "last"})
+    assert store.get_job(job.id, "svc", None).run_id == "last"
+
+
 def test_a_direct_write_rolls_back_with_its_transaction(store):
     job = _a_job_with_every_field(store)
     with store.engine.connect() as conn:

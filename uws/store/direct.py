@@ -25,7 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .engine import still_open
+from .engine import PIPELINE, still_open
 
 
 class _Binds:
@@ -99,11 +99,14 @@ class DirectRead:
 
 class DirectWrite:
     """A write, compiled once per dialect and set of columns given, run by :meth:`run`
-    in the transaction of a SQLAlchemy connection."""
+    in the transaction of a SQLAlchemy connection; or, with ``returns=False``, any
+    statement run for its effect alone (its rows are never read)."""
 
-    def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete):
+    def __init__(self, stmt: sa.Insert | sa.Update | sa.Delete | sa.Select,
+                 returns: bool | None = None):
         self._stmt = stmt
-        self._returns = bool(list(stmt.exported_columns))     # a RETURNING clause
+        # whether its rows are read: by default, those of a RETURNING clause
+        self._returns = bool(list(stmt.exported_columns)) if returns is None else returns
         self._binds: dict[tuple[tuple[str, str], tuple[str, ...]], _Binds] = {}
         self._returned: dict[tuple[str, str], list[tuple[int, Any]]] = {}  # by dialect_key
 
@@ -150,21 +153,34 @@ class DirectWrite:
 @contextlib.contextmanager
 def pipelined(conn: sa.Connection) -> Iterator[None]:
     """On PostgreSQL (psycopg's pipeline mode), the statements run inside are sent
-    without waiting for each one's answer: the answers, errors included, are read
-    when the block ends, so a few writes cost one round trip instead of one each.
+    without waiting for each one's answer: a transaction's writes cost one round trip
+    together instead of one each.
 
-    Only statements whose answers nothing reads belong inside: the writes of
-    :class:`DirectWrite` (one with RETURNING waits for its rows), and through
-    SQLAlchemy only statements whose results are unused, since it would see none.
-    Elsewhere (SQLite) the block runs as it is."""
+    What reads an answer waits for it, and for those of the statements sent before it:
+    a :class:`DirectRead`, a :class:`DirectWrite` whose rows are read (RETURNING), and
+    every statement SQLAlchemy runs (see :func:`.engine._sync_pipeline`).  So the code
+    inside runs as it would outside, but for one thing: a write whose answer nothing
+    reads raises its error at the next of those reads, or when the block ends (raised
+    as SQLAlchemy's error, as inside), in the same transaction.  Elsewhere (SQLite) the
+    block runs as it is."""
     dbapi = conn.connection.dbapi_connection
     if conn.dialect.name != "postgresql" or not _pipelines(dbapi):
         yield
         return
-    # the errors read at the end are the driver's: raised as SQLAlchemy's, as inside
-    with driver_errors(conn.dialect, "(a pipeline of writes)", None), \
-            dbapi.pipeline():  # type: ignore[union-attr]
-        yield
+    with driver_errors(conn.dialect, "(a pipeline of statements)", None), \
+            dbapi.pipeline() as pipeline:  # type: ignore[union-attr]
+        conn.info[PIPELINE] = pipeline
+        try:
+            yield
+        finally:
+            del conn.info[PIPELINE]
+
+
+@contextlib.contextmanager
+def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """``engine.begin()`` with its statements :func:`pipelined`."""
+    with engine.begin() as conn, pipelined(conn):
+        yield conn
 
 
 def _pipelines(dbapi) -> bool:
@@ -303,7 +319,7 @@ class Readers:
             try:
                 conn = self._kept.pop()     # atomic: no lock needed
             except IndexError:
-                return self.engine.raw_connection()     # pinged by the pool
+                return self.engine.raw_connection()     # checked by the pool
             if not self._autocommit or still_open(conn.dbapi_connection):
                 return conn
             conn.invalidate()

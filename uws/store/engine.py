@@ -33,7 +33,22 @@ def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
         raise ModuleNotFoundError(f"{exc}: PostgreSQL needs the psycopg driver: "
                                   "pip install 'ivoa-uws-server[postgres]'", name=exc.name) from exc
     sa.event.listen(engine, "checkout", _refuse_closed)
+    sa.event.listen(engine, "after_cursor_execute", _sync_pipeline)
     return engine
+
+
+#: ``Connection.info`` key of the pipeline a transaction's statements are sent in
+#: (see :func:`uws.store.direct.pipelined`)
+PIPELINE = "uws.pipeline"
+
+
+def _sync_pipeline(conn, _cursor, _statement, _params, _context, _many) -> None:
+    """A statement SQLAlchemy runs in a pipeline has its answer read at once (with
+    those of the statements sent before it): SQLAlchemy reads its rows, or its row
+    count, right after this, and would find none yet."""
+    pipeline = conn.info.get(PIPELINE)
+    if pipeline is not None:
+        pipeline.sync()
 
 
 def _refuse_closed(dbapi_conn, _record, _proxy) -> None:

@@ -28,7 +28,7 @@ from .. import timeutil
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
-from .direct import DirectWrite, ReadIn
+from .direct import DirectWrite, ReadIn, writing
 from .part import StorePart
 from .running import due
 from .tables import hold as H
@@ -153,7 +153,7 @@ class HoldQueries(StorePart):
         PENDING -> QUEUED, or HELD while a hold applies to the owner; a job HELD by
         no hold that still applies -> QUEUED.  The phase it moved to, or None when
         it did not move (not PENDING or HELD, still held, or no such job)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             change = self._run_move(conn, job_id, service, owner)
             if change is not None:
                 self._record(conn, change)

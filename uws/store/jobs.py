@@ -118,16 +118,15 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         COMMITTED (the default): the sums' snapshot is taken after the lock.
         """
         limited = quota.jobs or quota.bytes
-        with self.engine.begin() as conn:
-            with direct.pipelined(conn):    # writes only: one round trip on PostgreSQL
-                if limited:
-                    self._serialise_owner(conn, job.service, job.owner)
-                _INSERT_JOB.run(conn, _job_row(job))
-                if job.parameters:
-                    _INSERT_PARAMS.run(conn, _param_rows(job.id, job.parameters, 0))
-                _INSERT_BYTES.run(conn, {"job_id": job.id, "bytes": stored_bytes})
-                if job.callback_url is not None:
-                    callbacks.name(conn, job.id, job.callback_url)
+        with direct.writing(self.engine) as conn:
+            if limited:
+                self._serialise_owner(conn, job.service, job.owner)
+            _INSERT_JOB.run(conn, _job_row(job))
+            if job.parameters:
+                _INSERT_PARAMS.run(conn, _param_rows(job.id, job.parameters, 0))
+            _INSERT_BYTES.run(conn, {"job_id": job.id, "bytes": stored_bytes})
+            if job.callback_url is not None:
+                callbacks.name(conn, job.id, job.callback_url)
             created = Change(job.id, job.service, job.owner, None, job.phase.value)
             ran = self._run_move(conn, job.id, job.service, job.owner) if run else None
             # Both changes' counters in one bump: PENDING's +1 and -1 cancel out, and
@@ -244,7 +243,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                    owner: str | None = None) -> bool:
         """Forget a job (scoped to its service and owner when given); True if it existed."""
         stmt = _DELETES[service is not None, owner is not None]
-        with self.engine.begin() as conn:
+        with direct.writing(self.engine) as conn:
             kept = usage.lock(conn, job_id)     # before its row goes with the job's
             # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).

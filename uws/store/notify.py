@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from ..ports import ChangeSink
+from .direct import DirectWrite
 
 if TYPE_CHECKING:       # psycopg is an optional dependency (the postgres extra)
     import psycopg
@@ -36,7 +37,10 @@ _CONNECT = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
 
 def announce(conn: sa.Connection, job_id: str) -> None:
     """Inside a changing transaction: tell listeners, at its commit, that the job changed."""
-    conn.execute(_NOTIFY, {"id": job_id})
+    _NOTIFY_RUN.run(conn, {"id": job_id})
+
+
+_NOTIFY_RUN = DirectWrite(_NOTIFY, returns=False)      # run for its effect: no answer read
 
 
 class ChangeListener:

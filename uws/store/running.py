@@ -197,7 +197,7 @@ class RunningQueries(StorePart):
         now = timeutil.now()
         expires = timeutil.add_seconds(now, lease_seconds)
         try:
-            with self.engine.begin() as conn:
+            with direct.writing(self.engine) as conn:
                 if cap:
                     self._serialise_owner(conn, service, owner)
                 rows = _CLAIM.run(conn, {"of_service": service, "of_owner": owner,

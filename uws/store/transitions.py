@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..model import ErrorSummary, Result
 from ..phases import Event, Phase
-from . import counts, usage
+from . import counts, direct, usage
 from .changes import Change, Times
 from .direct import DirectWrite
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
@@ -80,7 +80,7 @@ class JobChanges(StorePart):
         columns, scoped = tuple(sorted(values)), owner is not None
         params = {**values, "_id": job_id, "_owner": owner}
         sources = phases.sources(event)
-        with self.engine.begin() as conn:
+        with direct.writing(self.engine) as conn:
             # the bytes row before the job's, as a deletion takes them
             kept = usage.lock(conn, job_id) if stored_bytes is not None else None
             if len(sources) == 1:
