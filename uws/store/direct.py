@@ -11,6 +11,10 @@ rows every creation and phase change writes (the job, its counters, its event).
 
 Inside a SQLAlchemy transaction, both are shown to its ``before_cursor_execute``
 listeners, as its own statements are.
+
+On PostgreSQL, what a front end's request costs is mostly its round trips to the
+database: :class:`Readers` makes a read one, and :func:`writing` sends a
+transaction's writes without waiting for their answers (:func:`pipelined`).
 """
 from __future__ import annotations
 
