@@ -328,6 +328,18 @@ def test_sqlalchemy_reads_in_a_pipelined_transaction_see_the_writes_before_them(
     assert store.get_job(job.id, "svc", None).run_id == "last"
 
 
+def test_a_connection_lost_in_a_pipelined_transaction_fails_it_as_sqlalchemy_would(pg_store):
+    """The database gone in the middle of a pipelined transaction: the error the store's
+    callers catch (OperationalError, answered 503), not another one raised while the
+    pipeline is taken down; the next transaction runs on a new connection."""
+    job = _a_job_with_every_field(pg_store)
+    with pytest.raises(sa.exc.OperationalError), direct.writing(pg_store.engine) as conn:
+        _terminate(pg_store, [conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()])
+        conn.execute(J.update().where(J.c.id == job.id).values(run_id="lost"))
+    assert pg_store.mark_queued(job.id) is False     # ERROR already: a transaction that runs
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+
+
 def test_a_direct_write_rolls_back_with_its_transaction(store):
     job = _a_job_with_every_field(store)
     with store.engine.connect() as conn:

@@ -1,4 +1,4 @@
-"""Cross-site posts and per-owner quotas."""
+"""Cross-site posts, per-owner quotas, and a database that fails a request."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -9,6 +9,7 @@ import subprocess
 import threading
 
 import pytest
+import sqlalchemy as sa
 
 from conftest import free_port, make_config
 from uwshelp import UWS_COMMAND, wait_for
@@ -137,3 +138,17 @@ def test_huge_headers_are_judged_but_never_remembered(client, app, header, remem
     else:
         sites = app.extensions.get(negotiation._SITES, {})
         assert not any(value in key for key in sites)
+
+
+def test_a_request_the_database_fails_answers_503_with_retry_after(client, api, monkeypatch):
+    """The database down, restarting or busy past its lock timeout: the request's
+    transaction is rolled back and the client may try again, so a 503 that says when,
+    not a 500."""
+    job = client.post("/sleep", data={"DURATION": "0"}).headers["Location"]
+
+    def lost(*args, **kwargs):
+        raise sa.exc.OperationalError("SELECT", {}, Exception("server closed the connection"))
+    monkeypatch.setattr(api.store, "get_job", lost)
+    r = client.get(job)
+    assert (r.status_code, r.headers.get("Retry-After")) == (503, "2")
+    assert "retry" in r.get_data(as_text=True)

@@ -173,11 +173,14 @@ def pipelined(conn: sa.Connection) -> Iterator[None]:
         return
     with driver_errors(conn.dialect, "(a pipeline of statements)", None), \
             dbapi.pipeline() as pipeline:  # type: ignore[union-attr]
-        conn.info[PIPELINE] = pipeline
+        # the dict itself: conn.info raises once the connection is lost (a restart),
+        # which would hide the error that says so
+        info = conn.info
+        info[PIPELINE] = pipeline
         try:
             yield
         finally:
-            del conn.info[PIPELINE]
+            info.pop(PIPELINE, None)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ import os
 from urllib.parse import urlsplit
 
 from flask import Flask, request
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
@@ -33,6 +34,8 @@ from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
 
 log = logging.getLogger(__name__)
+#: seconds a client is told to wait after the database failed a request (503)
+DATABASE_RETRY_AFTER = 2
 
 
 class App(Flask):
@@ -215,6 +218,15 @@ def _error_handlers(app: Flask) -> None:
         for name, value in exc.get_headers():
             if name.lower() in ("allow", "www-authenticate", "content-range"):
                 response.headers[name] = value
+        return response
+
+    @app.errorhandler(OperationalError)
+    def _database_unavailable(exc: OperationalError):
+        # down, restarting, or busy past its lock timeout: the request's transaction
+        # was rolled back and the client may try again, so not a server fault (500)
+        log.warning("database unavailable: %s", exc.orig or exc)
+        response = _error_response(503, "the database is unavailable or busy: retry shortly")
+        response.headers["Retry-After"] = str(DATABASE_RETRY_AFTER)
         return response
 
     @app.errorhandler(Exception)
