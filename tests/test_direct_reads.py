@@ -139,6 +139,8 @@ def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
     assert readers._kept == [] and store.engine.pool.checkedout() == 0
 
 
+# the child only looks at a list and exits: none of the locks fork() can leave held
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_process_does_not_read_on_the_connections_its_parent_kept(store):
     """A server that forks workers after loading the app (gunicorn --preload): the
     parent's kept connections are its own; a child sharing them would mix their
