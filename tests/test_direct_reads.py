@@ -148,9 +148,10 @@ def test_a_forked_process_does_not_read_on_the_connections_its_parent_kept(store
     job = _a_job_with_every_field(store)
     store.get_job(job.id, "svc", None)
     assert store.readers._kept
+    pool = store.engine.pool
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if store.readers._kept == [] else 1)
+        os._exit(0 if store.readers._kept == [] and store.engine.pool is not pool else 1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     assert store.readers._kept        # the parent's are still its own
     assert store.get_job(job.id, "svc", None).run_id == "run <1>"

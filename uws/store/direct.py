@@ -367,10 +367,13 @@ _ALL_READERS: weakref.WeakSet[Readers] = weakref.WeakSet()
 
 def _forget_kept_connections() -> None:
     """In a process just forked (an app loaded before its server forks workers): the
-    kept connections are the parent's, whose sockets it goes on using.  Never read
-    on nor closed here, they are dropped; the pool makes new ones."""
+    kept connections, as the pool's, are the parent's, whose sockets it goes on using.
+    The pool is replaced without closing any (SQLAlchemy's advice after a fork), so
+    that the kept ones, dropped, go back to the parent's pool when collected, never
+    to this process's."""
     for readers in list(_ALL_READERS):
         readers._kept = []
+        readers.engine.dispose(close=False)
 
 
 os.register_at_fork(after_in_child=_forget_kept_connections)
