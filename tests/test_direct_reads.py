@@ -1,8 +1,11 @@
 """The hottest reads and writes bypass SQLAlchemy's execution (uws.store.direct):
 they must read and write exactly what SQLAlchemy would, on both databases."""
+import contextlib
 import datetime as dt
 import os
+import tempfile
 import time
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -340,6 +343,100 @@ def test_a_connection_lost_in_a_pipelined_transaction_fails_it_as_sqlalchemy_wou
         _terminate(pg_store, [conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()])
         conn.execute(J.update().where(J.c.id == job.id).values(run_id="lost"))
     assert pg_store.mark_queued(job.id) is False     # ERROR already: a transaction that runs
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+
+
+@contextlib.contextmanager
+def _round_trips(engine: sa.Engine) -> Iterator[list[int]]:
+    """Counts the times the connection checked out of ``engine``'s pool inside waits for
+    the PostgreSQL server (libpq's trace): the answers to its simple queries, and to its
+    Syncs and Flushes after statements.  Given in the list yielded, when the block ends."""
+    from psycopg import pq
+    traced, counted = [], []
+
+    def trace(dbapi_conn, _record, _proxy):
+        dbapi_conn.pgconn.trace(log.fileno())
+        dbapi_conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        traced.append(dbapi_conn)
+
+    with tempfile.TemporaryFile("w+") as log:
+        sa.event.listen(engine, "checkout", trace)
+        try:
+            yield counted
+        finally:
+            sa.event.remove(engine, "checkout", trace)
+            for dbapi_conn in traced:
+                dbapi_conn.pgconn.untrace()
+        assert len(traced) == 1, "one connection at a time"
+        log.seek(0)
+        sent = [line.split("\t")[2] for line in log.read().splitlines()
+                if line.startswith("F\t")]
+    waits, unsynced = 0, False
+    for kind in sent:
+        if kind == "Query" or (kind in ("Sync", "Flush") and unsynced):
+            waits += 1
+        unsynced = kind == "Execute" or (unsynced and kind not in ("Sync", "Flush"))
+    counted.append(waits)
+
+
+def test_a_pipelined_transaction_sends_its_commit_with_its_writes(pg_store):
+    """Writes whose answers nothing reads go out with the COMMIT: two round trips for
+    the transaction (psycopg waits for its BEGIN), whatever the number of writes."""
+    job = _a_job_with_every_field(pg_store)
+    update = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                                .values(run_id=sa.bindparam("run_id")))
+    with _round_trips(pg_store.engine) as counted, direct.writing(pg_store.engine) as conn:
+        for n in range(3):
+            update.run(conn, {"_id": job.id, "run_id": f"write {n}"})
+    assert counted == [2]
+    assert pg_store.get_job(job.id, "svc", None).run_id == "write 2"
+
+
+def test_a_failed_block_of_a_pipelined_transaction_raises_its_own_error(pg_store):
+    """A block that fails while the answer to one of its writes is still due, an error
+    (a duplicate key, here): the block's own error is raised, and nothing is kept."""
+    job = _a_job_with_every_field(pg_store)
+    with pg_store.engine.connect() as conn:
+        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                                .values(run_id=sa.bindparam("run_id")))
+    with pytest.raises(RuntimeError, match="later"), direct.writing(pg_store.engine) as conn:
+        rename.run(conn, {"_id": job.id, "run_id": "renamed"})
+        direct.DirectWrite(J.insert()).run(conn, row)     # the same id again
+        raise RuntimeError("something later in the transaction failed")
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+    later = dt.datetime(2030, 1, 1)
+    assert pg_store.set_destruction(job.id, later)      # the next transaction runs
+    assert pg_store.get_job(job.id, "svc", None).destruction == later
+
+
+def test_a_read_outside_transactions_is_one_round_trip_on_postgresql(pg_store):
+    """No BEGIN before it, no ROLLBACK after it, and so no DEALLOCATE ALL after that
+    (psycopg's, dropping what it had prepared): one round trip."""
+    job = _a_job_with_every_field(pg_store)
+    read = sa.select(J.c.run_id).where(J.c.id == job.id)
+    with _round_trips(pg_store.engine) as counted, direct.reading(pg_store.engine) as conn:
+        assert conn.execute(read).scalar_one() == "run <1>"
+    assert counted == [1]
+
+
+def test_connections_read_on_go_back_to_the_pool_transactional(pg_store):
+    """A connection used for reads is in autocommit: given back, it must be
+    transactional again, or a failing transaction would keep half its writes."""
+    job = _a_job_with_every_field(pg_store)
+    size = pg_store.engine.pool.size()
+    for _ in range(size):
+        with direct.reading(pg_store.engine) as conn:
+            conn.execute(sa.select(J.c.id))
+    held = [pg_store.engine.raw_connection() for _ in range(size)]
+    try:
+        assert not any(conn.dbapi_connection.autocommit for conn in held)
+    finally:
+        for conn in held:
+            conn.close()
+    with pytest.raises(RuntimeError), direct.writing(pg_store.engine) as conn:
+        conn.execute(J.update().where(J.c.id == job.id).values(run_id="half done"))
+        raise RuntimeError("something later in the transaction failed")
     assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
 
 

@@ -22,6 +22,7 @@ from ..phases import Event, Phase
 from ..services import Quota
 from . import batchcallbacks, counts, usage
 from .changes import Change, chunks
+from .direct import reading, writing
 from .holds import _run_event, hold_applies
 from .jobs import Store, _job_row, _param_rows
 from .notify import CHANNEL
@@ -46,7 +47,7 @@ class BatchStore:
         one multi-row statement per table, the counters bumped once.  With a quota,
         :class:`OverQuota` (nothing stored) when the owner would keep more jobs than it
         allows, serialised with the owner's other creations as single jobs are."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             if quota.jobs:
                 self.store._serialise_owner(conn, batch.service, batch.owner)
             conn.execute(T.insert().values(
@@ -70,13 +71,13 @@ class BatchStore:
         stmt = sa.select(T).where(T.c.id == batch_id, T.c.service == service)
         if owner is not None:
             stmt = stmt.where(T.c.owner == owner)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(stmt).first()
         return None if row is None else _batch(row)
 
     def batch_owner(self, batch_id: str, service: str) -> str | None:
         """The owner of a batch, or None if there is none (for 403 vs 404)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(sa.select(T.c.owner).where(
                 T.c.id == batch_id, T.c.service == service)).scalar()
 
@@ -87,19 +88,19 @@ class BatchStore:
         if owner is not None:
             stmt = stmt.where(T.c.owner == owner)
         stmt = stmt.order_by(T.c.creation_time.desc(), T.c.id.desc()).offset(offset).limit(limit)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [_batch(row) for row in conn.execute(stmt)]
 
     def count_batches(self, service: str, owner: str | None) -> int:
         stmt = sa.select(sa.func.count()).select_from(T).where(T.c.service == service)
         if owner is not None:
             stmt = stmt.where(T.c.owner == owner)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(stmt).scalar_one()
 
     def progress(self, batch_id: str) -> Progress:
         """The batch's jobs counted by phase, and the summed percent of those executing."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(_PROGRESS, {"batch": batch_id}).all()
         counted = {_PHASE[phase]: n for phase, n, _ in rows}
         executing = next((float(s or 0) for phase, _, s in rows
@@ -109,7 +110,7 @@ class BatchStore:
     def batch_callback(self, batch_id: str) -> Delivery | None:
         """What became of the batch's callback (None: it named none; waiting: it has
         not ended yet), from its latest delivery."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return batchcallbacks.outcome(conn, batch_id)
 
     def batch_jobs(self, batch_id: str, offset: int, limit: int) -> list[BatchJob]:
@@ -117,7 +118,7 @@ class BatchStore:
         stmt = (sa.select(J.c.id, J.c.phase, J.c.run_id, J.c.creation_time, J.c.error_message)
                 .where(J.c.batch_id == batch_id)
                 .order_by(J.c.creation_time, J.c.id).offset(offset).limit(limit))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [BatchJob(i, _PHASE[ph], run, ct, err) for i, ph, run, ct, err
                     in conn.execute(stmt)]
 
@@ -131,7 +132,7 @@ class BatchStore:
                 .select_from(chosen.outerjoin(P, P.c.job_id == chosen.c.id))
                 .order_by(chosen.c.creation_time, chosen.c.id, P.c.seq))
         sets: dict[str, list[Parameter]] = {}
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             for job_id, name, value, by_ref in conn.execute(stmt):
                 params = sets.setdefault(job_id, [])
                 if name is not None:
@@ -144,7 +145,7 @@ class BatchStore:
         """PHASE=RUN of every PENDING or HELD job of the batch, as
         :meth:`HoldQueries.run_job` decides it for one (PENDING -> HELD while a hold
         applies to the owner, else QUEUED); the ids of the jobs now QUEUED."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             batch = conn.execute(sa.select(T.c.service, T.c.owner)
                                  .where(T.c.id == batch_id)).first()
             if batch is None:
@@ -166,7 +167,7 @@ class BatchStore:
 
     def mark_aborted(self, batch_id: str) -> list[str]:
         """Every unfinished job of the batch -> ABORTED; their ids."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             rows = self._lock(conn, batch_id, Event.ABORT)
             ids = self._move(conn, batch_id, Event.ABORT, rows, **_ended())
         for job_id in ids:
@@ -198,7 +199,7 @@ class BatchStore:
         """Forget the batch and its jobs in one transaction, as Store.delete_job forgets
         one (bytes rows locked first, then the jobs; parameters, results and bytes go
         with them); the ids of the jobs deleted."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             kept: dict[str, int] = dict(conn.execute(_LOCK_BYTES, {"batch": batch_id}).all())
             rows = conn.execute(_DELETE_JOBS, {"batch": batch_id}).all()
             self.store._record_many(conn, [Change(r.id, r.service, r.owner, r.phase, None,

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from .. import callbacks, phases, timeutil
 from .changes import Change, ManyHook, chunks
-from .direct import DirectWrite
+from .direct import DirectWrite, reading, writing
 from .tables import callback as C
 from .tables import job as J
 from .tables import job_callback as JC
@@ -76,7 +76,7 @@ class CallbackQueries:
 
     def set_callback(self, job_id: str, url: str) -> bool:
         """Name the job's callback while it is PENDING; False otherwise."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             # Lock the job row while checking its phase: a RUN cannot slip in between.
             pending = conn.execute(J.update().where(
                 J.c.id == job_id, J.c.phase == phases.Phase.PENDING.value).values(
@@ -88,7 +88,7 @@ class CallbackQueries:
     def callback_of(self, job_id: str) -> callbacks.Delivery | None:
         """What became of the job's callback (None: it named none; waiting: it has
         not ended yet), from its latest delivery."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(OUTCOME, {"id": job_id}).first()
         return None if row is None else outcome(row._mapping)
 
@@ -97,12 +97,12 @@ class CallbackQueries:
         now = timeutil.now()
         free = sa.or_(C.c.lease_expires.is_(None), C.c.lease_expires < now)
         due = (C.c.state == callbacks.PENDING, C.c.next_attempt <= now, free)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             ids = conn.execute(sa.select(C.c.id).where(*due).order_by(C.c.next_attempt)
                                .limit(_CANDIDATES)).scalars().all()
         lease = now + dt.timedelta(seconds=lease_seconds)
         for row_id in ids:
-            with self.engine.begin() as conn:
+            with writing(self.engine) as conn:
                 won = conn.execute(C.update().where(C.c.id == row_id, *due).values(
                     lease_owner=worker, lease_expires=lease)).rowcount == 1
                 if won:
@@ -111,7 +111,7 @@ class CallbackQueries:
 
     def finish_attempt(self, row_id: int, worker: str, **fields) -> bool:
         """Record an attempt's outcome and free the lease, if ``worker`` still holds it."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             return conn.execute(C.update().where(C.c.id == row_id, C.c.lease_owner == worker)
                                 .values(lease_owner=None, lease_expires=None,
                                         attempts=C.c.attempts + 1, **fields)).rowcount == 1

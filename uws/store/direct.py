@@ -155,7 +155,7 @@ class DirectWrite:
 
 
 @contextlib.contextmanager
-def pipelined(conn: sa.Connection) -> Iterator[None]:
+def pipelined(conn: sa.Connection) -> Iterator[Any]:
     """On PostgreSQL (psycopg's pipeline mode), the statements run inside are sent
     without waiting for each one's answer: a transaction's writes cost one round trip
     together instead of one each.
@@ -166,10 +166,10 @@ def pipelined(conn: sa.Connection) -> Iterator[None]:
     inside runs as it would outside, but for one thing: a write whose answer nothing
     reads raises its error at the next of those reads, or when the block ends (raised
     as SQLAlchemy's error, as inside), in the same transaction.  Elsewhere (SQLite) the
-    block runs as it is."""
+    block runs as it is.  Yields psycopg's pipeline, or None."""
     dbapi = conn.connection.dbapi_connection
     if conn.dialect.name != "postgresql" or not _pipelines(dbapi):
-        yield
+        yield None
         return
     with driver_errors(conn.dialect, "(a pipeline of statements)", None), \
             dbapi.pipeline() as pipeline:  # type: ignore[union-attr]
@@ -178,15 +178,49 @@ def pipelined(conn: sa.Connection) -> Iterator[None]:
         info = conn.info
         info[PIPELINE] = pipeline
         try:
-            yield
+            yield pipeline
         finally:
             info.pop(PIPELINE, None)
 
 
 @contextlib.contextmanager
 def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """``engine.begin()`` with its statements :func:`pipelined`."""
-    with engine.begin() as conn, pipelined(conn):
+    """``engine.begin()`` with its statements :func:`pipelined`, the COMMIT too: it
+    goes out with the writes not yet sent, so a transaction whose writes read nothing
+    costs two round trips (psycopg waits for its BEGIN), whatever their number."""
+    if engine.dialect.name != "postgresql":
+        with engine.begin() as conn:    # SQLite's, which queues its writers
+            yield conn
+        return
+    with engine.connect() as conn, pipelined(conn) as pipeline, conn.begin():
+        try:
+            yield conn
+        except BaseException:
+            _settle(pipeline)
+            raise
+
+
+def _settle(pipeline) -> None:
+    """Before the rollback of a pipelined transaction whose block failed: the answers
+    still due are read and their errors dropped, so that the rollback raises none of
+    them in place of the block's own error (the one to raise)."""
+    if pipeline is not None:
+        try:
+            pipeline.sync()
+        except Exception:   # noqa: BLE001, S110 - a write of the failed transaction
+            pass
+
+
+@contextlib.contextmanager
+def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection for reads only.  On PostgreSQL in autocommit: each statement is
+    one round trip, without the BEGIN before it and the ROLLBACK after it (which
+    psycopg follows with DEALLOCATE ALL, dropping the statements it had prepared).
+    Under READ COMMITTED, each statement of a transaction took its own snapshot
+    anyway.  Elsewhere, ``engine.connect()``."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT")
         yield conn
 
 

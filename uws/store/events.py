@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from .. import timeutil
 from ..events import EventPage, JobEvent
 from .changes import Change, ManyHook
-from .direct import DirectWrite
+from .direct import DirectWrite, reading, writing
 from .notify import announce
 from .tables import event as E
 
@@ -128,7 +128,7 @@ class EventQueries:
         stream that starts now resumes."""
         stmt = (sa.select(E.c.seq).where(*_scope(service, owner))
                 .order_by(E.c.xid.desc(), E.c.seq.desc()).limit(1))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(self._settled(stmt)).scalar() or 0
 
     def latest_events(self, service: str, owner: str | None, limit: int) -> EventPage:
@@ -176,7 +176,7 @@ class EventQueries:
         """Delete up to ``chunk`` events older than ``before``; how many went.
         Safe to run in several processes at once."""
         doomed = sa.select(E.c.seq).where(E.c.time < before).order_by(E.c.time).limit(chunk)
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             return conn.execute(E.delete().where(E.c.seq.in_(doomed.scalar_subquery()))).rowcount
 
 

@@ -28,7 +28,7 @@ from .. import timeutil
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
-from .direct import DirectWrite, ReadIn, writing
+from .direct import DirectWrite, ReadIn, reading, writing
 from .part import StorePart
 from .running import due
 from .tables import hold as H
@@ -97,7 +97,7 @@ class HoldQueries(StorePart):
 
     def holds(self, service: str) -> list[Hold]:
         """The holds placed on a service, the whole service's first."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(sa.select(H).where(H.c.service == service)
                                 .order_by(H.c.owner != EVERYONE, H.c.owner)).all()
         return [Hold(r.service, r.owner, r.who, r.created, r.reason) for r in rows]
@@ -106,7 +106,7 @@ class HoldQueries(StorePart):
         """Place (or restate) a hold; True if it is new.  Jobs already QUEUED stay so."""
         key = {"service": hold.service, "owner": hold.owner}
         values = {"who": hold.who, "created": hold.created, "reason": hold.reason}
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             insert: Any = (postgresql.insert if conn.dialect.name == "postgresql"
                            else sqlite.insert)(H)
             new = conn.execute(insert.values(**key, **values)
@@ -119,7 +119,7 @@ class HoldQueries(StorePart):
     def release_hold(self, service: str, owner: str) -> list[str] | None:
         """Lift a hold and queue again, in one transaction, the jobs it held that no
         other hold still holds; their ids, or None if there was no such hold."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             if not conn.execute(H.delete().where(H.c.service == service,
                                                  H.c.owner == owner)).rowcount:
                 return None
@@ -187,7 +187,7 @@ class HoldQueries(StorePart):
 
     def held_because(self, job_id: str) -> tuple[str | None, str | None]:
         """Why a HELD job is held: (QUOTA or STOPPED or None, the hold's reason)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(sa.select(J.c.service, J.c.owner, J.c.held_for)
                                .where(J.c.id == job_id)).first()
             if row is None or row.held_for != STOPPED:
@@ -203,7 +203,7 @@ class HoldQueries(StorePart):
         (counted under the running jobs' locks, so an end committing meanwhile is
         seen); their ids."""
         params = {"_service": service, "_owner": owner}
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             self._serialise_owner(conn, service, owner)     # as the owner's claims
             running = conn.execute(_LOCK_RUNNING[conn.dialect.name == "postgresql"],
                                    params).all()
@@ -223,7 +223,7 @@ class HoldQueries(StorePart):
         """Queue again the quota-held jobs of owners now under their cap (the cap was
         raised or removed, their running jobs went without a trace, or the process
         that ended one died before releasing); their ids."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             held = conn.execute(_QUOTA_HELD, {"services": services}).all()
             if not held:
                 return []
@@ -239,7 +239,7 @@ class HoldQueries(StorePart):
     def _release_some(self, service: str, owner: str, count: int) -> list[str]:
         """Queue again the owner's first ``count`` quota-held jobs, in one statement
         (their counters then bumped once, in key order); their ids."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             rows = conn.execute(_RELEASE_SOME, {"_service": service, "_owner": owner,
                                                 "_n": count, "now": timeutil.now()}).all()
             self._record_many(conn, [Change(job_id, service, owner, _HELD, _QUEUED, batch_id)

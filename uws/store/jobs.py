@@ -21,6 +21,7 @@ from ..ports import ChangeSink
 from ..services import Quota
 from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
+from .direct import reading, writing
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record
 from .holds import HoldQueries
@@ -37,6 +38,10 @@ from .tables import result as R
 from .transitions import JobChanges
 
 _PHASE = {p.value: p for p in Phase}
+#: serialises an owner's creations and claims within a service (PostgreSQL)
+_OWNER_LOCK = direct.DirectWrite(
+    sa.select(sa.func.pg_advisory_xact_lock(sa.bindparam("key", type_=sa.BigInteger))),
+    returns=False)
 #: where a job read's part columns start (after the job's own and has_callback)
 _PART = len(J.c) + 1
 
@@ -70,7 +75,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
     def problem(self) -> str | None:
         """Why the database cannot be used now (it does not answer), or None."""
         try:
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 conn.execute(sa.text("SELECT 1"))
         except sa.exc.SQLAlchemyError as exc:
             return f"the database does not answer: {type(exc).__name__}"
@@ -118,7 +123,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         COMMITTED (the default): the sums' snapshot is taken after the lock.
         """
         limited = quota.jobs or quota.bytes
-        with direct.writing(self.engine) as conn:
+        with writing(self.engine) as conn:
             if limited:
                 self._serialise_owner(conn, job.service, job.owner)
             _INSERT_JOB.run(conn, _job_row(job))
@@ -147,7 +152,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     def stored_bytes(self, service: str, owner: str) -> int:
         """The bytes an owner's jobs keep on disk in a service, as last measured."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return usage.total(conn, service, owner)
 
     def set_stored_bytes(self, job_id: str, size: int) -> None:
@@ -156,7 +161,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             kept = self._reads["bytes"].rows(cur, {"id": job_id})
         if kept and kept[0][0] == size:
             return
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             before = usage.lock(conn, job_id)
             owned = conn.execute(_OWNED_BY, {"_id": job_id}).first()
             if owned is None:
@@ -168,7 +173,9 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         if self.engine.dialect.name == "postgresql":
             digest = hashlib.sha256(f"{service}\0{owner}".encode()).digest()
             key = int.from_bytes(digest[:8], "big", signed=True)
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+            # nothing to read: in a pipeline, the statements after it wait for the
+            # lock on the server, not for its answer here
+            _OWNER_LOCK.run(conn, {"key": key})
         # SQLite needs nothing: the INSERT already holds its only write lock.
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None:
@@ -192,7 +199,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     def owner_of(self, job_id: str, service: str) -> str | None:
         """The owner of a job, or None if there is no such job (for 403 vs 404)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(_GET_OWNER, {"id": job_id, "service": service}).scalar()
 
     def phase_of(self, job_id: str, service: str, owner: str | None) -> Phase | None:
@@ -207,12 +214,12 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         ids = list(job_ids)
         if not ids:
             return {}
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return {job_id: _PHASE[phase] for job_id, phase in conn.execute(_PHASES, {"ids": ids})}
 
     def recount_jobs(self) -> None:
         """Rebuild the job counters from the jobs (see :func:`counts.recount`)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             counts.recount(conn)
             usage.recount(conn)
 
@@ -223,7 +230,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         fields = {"phase": Phase.PENDING.value}
         if run_id is not None:
             fields["run_id"] = run_id
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             # The UPDATE takes the row's write lock and checks the phase in one
             # step, so a concurrent RUN cannot slip in between.
             locked = conn.execute(J.update().where(
@@ -243,7 +250,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                    owner: str | None = None) -> bool:
         """Forget a job (scoped to its service and owner when given); True if it existed."""
         stmt = _DELETES[service is not None, owner is not None]
-        with direct.writing(self.engine) as conn:
+        with writing(self.engine) as conn:
             kept = usage.lock(conn, job_id)     # before its row goes with the job's
             # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
             # foreign_keys pragma is on for every connection).
@@ -262,7 +269,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
     def add_result(self, job_id: str, res: Result) -> bool:
         """Record a result while the job exists, has started and is not archived (one
         queued again for another attempt gets no result of the attempt before)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             # Lock the job row first: a result never outlives a deleted job.
             if not _LOCK_STARTED.run(conn, {"_id": job_id}):
                 return False

@@ -13,6 +13,7 @@ from .. import timeutil
 from ..model import JobRef, ListQuery
 from ..phases import Phase
 from . import counts, direct
+from .direct import reading
 from .tables import job as J
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
@@ -33,7 +34,7 @@ class ListQueries:
 
     def _list_rows(self, shape: tuple, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
         if shape[1]:    # a list of phases (an expanding parameter): through SQLAlchemy
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 return conn.execute(_list_statement(*shape), params).all()
         read = self._list_reads.get(shape)
         if read is None:
@@ -59,12 +60,12 @@ class ListQueries:
         if q.after is None and q.before is None:
             if not q.phases:
                 return self._shown_total(service, owner)
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 return counts.total(conn, service, owner, q.phases)
         # A time window: only indexed columns, so the count is an index-only scan.
         stmt = _filtered(sa.select(sa.func.count()), owner is not None, bool(q.phases),
                          q.after is not None, q.before is not None)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(stmt, _list_params(service, owner, q)).scalar_one()
 
     def _shown_total(self, service: str, owner: str | None) -> int:
@@ -82,7 +83,7 @@ class ListQueries:
                    owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
         """Jobs by (service, owner, phase), nonzero counts only: of one service or of
         the whole server (None), of one owner or of everyone (None)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return counts.by_phase(conn, service, owner)
 
 

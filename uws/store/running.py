@@ -13,6 +13,7 @@ from ..model import ErrorSummary
 from ..phases import Event, Phase
 from . import counts, direct, usage
 from .changes import Change, Times
+from .direct import reading, writing
 from .part import StorePart
 from .tables import attempt as A
 from .tables import job as J
@@ -120,7 +121,7 @@ class RunningQueries(StorePart):
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same
         transaction, so no reader sees an archived job listing results."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             kept = usage.lock(conn, job_id)     # the bytes row before the job's, as delete_job
             row = counts.lock(conn, job_id, phases.sources(Event.ARCHIVE))
             won = row is not None
@@ -156,7 +157,7 @@ class RunningQueries(StorePart):
         caps = {(s, o): running_cap(s, o) if running_cap else 0 for s, o, _, _ in heads}
         running = {}
         if len(heads) > 1 or any(caps.values()):    # else nothing to weigh them by
-            with self.engine.connect() as conn:
+            with reading(self.engine) as conn:
                 running = dict(((s, o), n) for s, o, n in
                                conn.execute(_RUNNING_OWNERS, {"services": services}))
         order = sorted((-priority, running.get((service, owner), 0), oldest, service, owner)
@@ -197,7 +198,7 @@ class RunningQueries(StorePart):
         now = timeutil.now()
         expires = timeutil.add_seconds(now, lease_seconds)
         try:
-            with direct.writing(self.engine) as conn:
+            with writing(self.engine) as conn:
                 if cap:
                     self._serialise_owner(conn, service, owner)
                 rows = _CLAIM.run(conn, {"of_service": service, "of_owner": owner,
@@ -231,21 +232,21 @@ class RunningQueries(StorePart):
         """QUEUED jobs of ``services`` that were due to start (created, or their
         start time come) more than ``older_than`` seconds ago."""
         before = timeutil.add_seconds(timeutil.now(), -older_than)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(sa.select(sa.func.count()).where(
                 J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
                 sa.func.coalesce(J.c.start_after, J.c.creation_time) <= before)).scalar_one()
 
     def count_due(self, services: Iterable[str], since: dt.datetime, until: dt.datetime) -> int:
         """QUEUED jobs of ``services`` whose start time came in (``since``, ``until``]."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(sa.select(sa.func.count()).where(
                 J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
                 J.c.start_after > since, J.c.start_after <= until)).scalar_one()
 
     def next_start(self, services: Iterable[str]) -> dt.datetime | None:
         """The earliest start time still to come of a QUEUED job of ``services``."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(sa.select(sa.func.min(J.c.start_after)).where(
                 J.c.phase == Phase.QUEUED.value, J.c.service.in_(list(services)),
                 J.c.start_after > timeutil.now())).scalar()
@@ -256,7 +257,7 @@ class RunningQueries(StorePart):
         ``backoff(attempt)`` seconds; the attempt's error is kept, its results and
         progress dropped.  False (nothing changed) when the job is no longer
         EXECUTING or this was attempt ``max_attempts`` (None: no limit)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             row = counts.lock(conn, job_id, {Phase.EXECUTING})
             if row is None:
                 return False
@@ -283,22 +284,22 @@ class RunningQueries(StorePart):
         if not ids:
             return
         expires = timeutil.add_seconds(timeutil.now(), lease_seconds)
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             conn.execute(_RENEW, {"ids": ids, "worker": worker, "expires": expires})
 
     def overdue_ids(self, now: dt.datetime) -> list[str]:
         """EXECUTING jobs past their execution-duration deadline."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return list(conn.execute(_OVERDUE, {"now": now}).scalars())
 
     def lost_leases(self, now: dt.datetime) -> list[tuple[str, str, str | None]]:
         """(id, service, lease owner) of EXECUTING jobs whose lease has expired."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [tuple(r) for r in conn.execute(_LEASE_LOST, {"now": now})]
 
     def leases_of(self, worker_prefix: str) -> list[tuple[str, str, str]]:
         """(id, service, lease owner) of EXECUTING jobs leased by workers named with a prefix."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [tuple(r) for r in conn.execute(sa.select(J.c.id, J.c.service, J.c.lease_owner)
                     .where(J.c.phase == Phase.EXECUTING.value,
                            J.c.lease_owner.startswith(worker_prefix, autoescape=True)))]
@@ -311,7 +312,7 @@ class RunningQueries(StorePart):
             sa.or_(J.c.priority > me.c.priority,
                    sa.and_(J.c.priority == me.c.priority,
                            J.c.creation_time < me.c.creation_time)))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return conn.execute(stmt, {"now": timeutil.now()}).scalar_one()
 
     def recent_run_seconds(self, service: str, limit: int = 20) -> list[float]:
@@ -320,7 +321,7 @@ class RunningQueries(StorePart):
         By creation, not by end: the service's jobs are walked newest first along
         ix_uws_job_all until ``limit`` completed ones are found, where sorting them
         all by their end took 0.44 s with 10^6 stored."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(sa.select(J.c.start_time, J.c.end_time).where(
                 J.c.service == service, J.c.phase == Phase.COMPLETED.value,
                 J.c.start_time.is_not(None), J.c.end_time.is_not(None))
@@ -329,7 +330,7 @@ class RunningQueries(StorePart):
 
     def expired(self, now: dt.datetime, limit: int = 500) -> list[tuple[str, str]]:
         """(id, service) of jobs whose destruction time has come (archived ones excluded)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [tuple(r) for r in conn.execute(_EXPIRED, {"now": now, "limit": limit})]
 
     def service_of(self, job_id: str) -> str | None:

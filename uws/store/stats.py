@@ -25,7 +25,7 @@ from .. import stats, timeutil
 from ..phases import Phase
 from . import counts
 from .changes import Change, ManyHook, chunks
-from .direct import DirectWrite
+from .direct import DirectWrite, reading, writing
 from .tables import duration_bins as D
 from .tables import job as J
 from .tables import job_count as C
@@ -113,7 +113,7 @@ class StatsStore:
 
     def job_counts(self, service: str | None = None,
                    owner: str | None = None) -> dict[tuple[str, str, Phase], int]:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return counts.by_phase(conn, service, owner)
 
     def duration_bins(self, service: str | None, owner: str | None, width: int,
@@ -126,7 +126,7 @@ class StatsStore:
             stmt = stmt.where(D.c.owner == owner)
         stmt = stmt.group_by(D.c.owner, D.c.kind, D.c.bin)
         out: dict[str, stats.Bins] = {}
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             for who, kind, index, n in conn.execute(stmt):
                 out.setdefault(who, {}).setdefault(kind, {})[index] = int(n)
         return out
@@ -137,7 +137,7 @@ class StatsStore:
         if service is not None:
             stmt = stmt.where(S.c.service == service)
         stmt = stmt.group_by(S.c.at, S.c.phase).order_by(S.c.at)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [(at, _PHASE[p], int(n)) for at, p, n in conn.execute(stmt)]
 
     def sample_phases(self, now: dt.datetime) -> bool:
@@ -151,14 +151,14 @@ class StatsStore:
         stmt = (_SAMPLE_INSERT[self.engine.dialect.name]
                 .from_select(["at", "service", "phase", "n"], summed)
                 .on_conflict_do_nothing().returning(S.c.at))     # rowcount: -1 on psycopg
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             if conn.execute(sa.select(S.c.at).where(S.c.at == at).limit(1)).first():
                 return False
             return bool(conn.execute(stmt).all())
 
     def prune(self, before: dt.datetime) -> None:
         """Forget the bins and samples of buckets before ``before``."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             for width in _WIDTHS:      # along the (width, bucket) index
                 conn.execute(D.delete().where(D.c.width == width, D.c.bucket < before))
             conn.execute(S.delete().where(S.c.at < before))
@@ -166,6 +166,6 @@ class StatsStore:
     def seed_bins(self, rows: list[dict]) -> None:
         """Add histogram counts (benchmarks): dicts of service, owner, width, bucket,
         kind, bin and n."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             for start in range(0, len(rows), 5000):
                 _UPSERT[conn.dialect.name].run(conn, rows[start:start + 5000])

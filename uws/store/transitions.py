@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from .. import phases, timeutil
 from ..model import ErrorSummary, Result
 from ..phases import Event, Phase
-from . import counts, direct, usage
+from . import counts, usage
 from .changes import Change, Times
-from .direct import DirectWrite
+from .direct import DirectWrite, reading, writing
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
 from .part import StorePart
 from .tables import job as J
@@ -80,7 +80,7 @@ class JobChanges(StorePart):
         columns, scoped = tuple(sorted(values)), owner is not None
         params = {**values, "_id": job_id, "_owner": owner}
         sources = phases.sources(event)
-        with direct.writing(self.engine) as conn:
+        with writing(self.engine) as conn:
             # the bytes row before the job's, as a deletion takes them
             kept = usage.lock(conn, job_id) if stored_bytes is not None else None
             if len(sources) == 1:
@@ -135,7 +135,7 @@ class JobChanges(StorePart):
         stmt = sa.select(J.c.id, J.c.priority).where(J.c.id.in_(ids), J.c.service == service)
         if owner is not None:
             stmt = stmt.where(J.c.owner == owner)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return {job_id: level for job_id, level in conn.execute(stmt)}
 
     def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
@@ -145,7 +145,7 @@ class JobChanges(StorePart):
                 .values(progress=percent, progress_message=message)
                 .returning(J.c.service, J.c.owner))
         logged = False
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             row = conn.execute(stmt).first()
             if row is not None and self.progress_events.due(job_id):
                 record_progress(conn, job_id, row.service, row.owner, percent)
@@ -157,7 +157,7 @@ class JobChanges(StorePart):
         stmt = (J.update().where(J.c.id == job_id,
                                  J.c.phase.in_([p.value for p in in_phases]))
                 .values(**fields))
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             return conn.execute(stmt).rowcount == 1
 
 
