@@ -185,30 +185,61 @@ def pipelined(conn: sa.Connection) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """``engine.begin()`` with its statements :func:`pipelined`, the COMMIT too: it
-    goes out with the writes not yet sent, so a transaction whose writes read nothing
-    costs two round trips (psycopg waits for its BEGIN), whatever their number."""
+    """``engine.begin()``, on PostgreSQL with its statements :func:`pipelined` from its
+    BEGIN to its COMMIT: a transaction whose writes read nothing is one round trip,
+    whatever their number, and each read in it one more.
+
+    The BEGIN and the COMMIT are sent here, on a connection in autocommit, as
+    statements of the pipeline: psycopg, beginning a transaction itself, would wait
+    for the answer to its BEGIN.  What SQLAlchemy sees is an autocommit connection,
+    whose statements the transaction begun here holds together."""
     if engine.dialect.name != "postgresql":
         with engine.begin() as conn:    # SQLite's, which queues its writers
             yield conn
         return
-    with engine.connect() as conn, pipelined(conn) as pipeline, conn.begin():
-        try:
-            yield conn
-        except BaseException:
-            _settle(pipeline)
-            raise
+    with engine.connect() as conn:
+        dbapi = conn.connection.dbapi_connection
+        if not _pipelines(dbapi):
+            with conn.begin():
+                yield conn
+            return
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        with pipelined(conn) as pipeline:
+            _send(dbapi, _BEGIN)
+            try:
+                yield conn
+                _send(dbapi, "COMMIT")
+                pipeline.sync()     # a pending write's error is raised here, as SQLAlchemy's
+                conn.dispatch.commit(conn)  # its listeners hear of it, as of its own commits
+            except BaseException:
+                _roll_back(dbapi, pipeline)
+                raise
 
 
-def _settle(pipeline) -> None:
-    """Before the rollback of a pipelined transaction whose block failed: the answers
-    still due are read and their errors dropped, so that the rollback raises none of
-    them in place of the block's own error (the one to raise)."""
-    if pipeline is not None:
+#: READ COMMITTED whatever the server's default: the store's locking relies on each
+#: statement's snapshot being taken when it starts (see Store.insert_job)
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+
+def _send(dbapi, sql: str) -> None:
+    """A transaction's BEGIN, COMMIT or ROLLBACK, into the pipeline (never prepared)."""
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(sql, prepare=False)
+    finally:
+        cursor.close()
+
+
+def _roll_back(dbapi, pipeline) -> None:
+    """End a pipelined transaction that failed (in its block, or at its COMMIT) with
+    its block's error, the one to raise: the answers still due are read and their
+    errors dropped, then ROLLBACK.  A connection lost meanwhile fails both quietly
+    (the pool replaces it before its next use)."""
+    for step in (pipeline.sync, functools.partial(_send, dbapi, "ROLLBACK"), pipeline.sync):
         try:
-            pipeline.sync()
-        except Exception:   # noqa: BLE001, S110 - a write of the failed transaction
-            pass
+            step()
+        except Exception:   # noqa: BLE001, S112 - the failed transaction's, or a lost connection
+            continue
 
 
 @contextlib.contextmanager

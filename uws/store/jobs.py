@@ -42,6 +42,10 @@ _PHASE = {p.value: p for p in Phase}
 _OWNER_LOCK = direct.DirectWrite(
     sa.select(sa.func.pg_advisory_xact_lock(sa.bindparam("key", type_=sa.BigInteger))),
     returns=False)
+#: what an owner keeps in a service, as its quota counts it: its jobs, its bytes (one
+#: read, so one round trip on PostgreSQL)
+_QUOTA_TOTALS = direct.ReadIn(sa.select(counts.shown_total(True).scalar_subquery(),
+                                        usage.TOTAL.scalar_subquery()))
 #: where a job read's part columns start (after the job's own and has_callback)
 _PART = len(J.c) + 1
 
@@ -140,10 +144,13 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             # with a batch run under a hold, which takes HELD's, then PENDING's).
             self._record_many(conn, [created] if ran is None else [created, ran])
             usage.add(conn, job.service, job.owner, job.id, stored_bytes)
-            if quota.jobs and counts.total(conn, job.service, job.owner) > quota.jobs:
-                raise OverQuota("jobs", quota.jobs)
-            if quota.bytes and usage.total(conn, job.service, job.owner) > quota.bytes:
-                raise OverQuota("bytes", quota.bytes)
+            if limited:
+                jobs, kept = _QUOTA_TOTALS.rows(conn, {"service": job.service,
+                                                       "owner": job.owner})[0]
+                if quota.jobs and int(jobs) > quota.jobs:     # int(): PostgreSQL's NUMERIC
+                    raise OverQuota("jobs", quota.jobs)
+                if quota.bytes and int(kept) > quota.bytes:
+                    raise OverQuota("bytes", quota.bytes)
         self._changed(EVENTS_KEY)       # event streams follow creations too
         if ran is None:
             return None

@@ -83,8 +83,10 @@ def _upsert(insert) -> sa.Insert:
 
 _UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
            "sqlite": DirectWrite(_upsert(sqlite.insert))}
-_TOTAL_IN = ReadIn(sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
-    O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner")))
+#: the bytes an owner keeps in a service: parameters service and owner
+TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
+    O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
+_TOTAL_IN = ReadIn(TOTAL)
 _LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
                     .returning(B.c.bytes))
 _INSERT = DirectWrite(B.insert())
