@@ -49,17 +49,15 @@ class Trace:
 
 
 class _Traced:
-    """One connection's trace.  What the client waits for is the answer to a simple
-    Query, or to a Sync or a Flush after statements (the extended protocol: a statement
-    alone, or those a pipeline sent together; a Flush asks for the answers so far, when
-    a pipeline reads one).  A Sync with no statement before it is not waited for:
-    psycopg sends one when a pipeline ends with every answer read already, and the
-    connection's next command reads its answer."""
+    """One connection's trace.  The client waits for the server after each simple
+    Query, each Sync (the end of a statement run alone, or of those a pipeline sent
+    together; psycopg reads every Sync's answer, also the one that ends a pipeline)
+    and each Flush (a pipeline reading the answers so far, for one it needs)."""
 
     def __init__(self, file):
         self.file = file
         self.read_to = 0
-        self.unsynced = False   # a statement sent since the last Sync or Flush
+        self.last = ""    # the last message sent
 
     def round_trips(self) -> int:
         self.file.seek(self.read_to)
@@ -72,13 +70,9 @@ class _Traced:
             if len(fields) < 3 or fields[0] != "F":
                 continue    # received, or a statement's text going on over several lines
             kind = fields[2]
-            if kind == "Query":
-                count += 1
-            elif kind == "Execute":
-                self.unsynced = True
-            elif kind in ("Sync", "Flush"):
-                count += self.unsynced
-                self.unsynced = False
+            # a Flush right after a Sync is the same wait (psycopg ends a pipeline so)
+            count += kind in ("Query", "Sync") or (kind == "Flush" and self.last != "Sync")
+            self.last = kind
         return count
 
 

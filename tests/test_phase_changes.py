@@ -6,6 +6,8 @@ import datetime as dt
 
 import pytest
 
+from uws.errors import NotFound
+
 from uwshelp import (
     NIL,
     NS,
@@ -74,6 +76,19 @@ def test_run_makes_the_job_queued_even_with_no_executor(idle):
     path = create(client)
     assert_303_to_job(post_phase(client, path, "RUN"), path)
     assert phase(client, path) == "QUEUED"
+
+
+def test_run_through_another_services_url_answers_404_and_runs_nothing(idle):
+    """A job is of its own service only: its id under another service's URL is no job,
+    for a PHASE=RUN too (which would otherwise queue it past that service's holds),
+    in the HTTP layer and in the use case behind it alike."""
+    client, api = idle
+    path = create(client)
+    other = path.replace("/sleep/", "/checksum/")
+    assert post_phase(client, other, "RUN").status_code == 404
+    with pytest.raises(NotFound):
+        api.run("checksum", path.rsplit("/", 1)[1])
+    assert phase(client, path) == "PENDING"
 
 
 def test_run_on_a_queued_job_is_a_303_no_op(idle):

@@ -229,11 +229,8 @@ class Jobs:
         """PHASE=RUN: queue a PENDING job, or hold it HELD while an administrative
         hold applies to its owner (a no-op when it already runs or is held).
         Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
-        self.service(service)
-        # No read first: the move is scoped to the owner, and one that did not happen
-        # is explained by the read after it (404, 403, or the job already runs).
-        owner = None if not is_job_id(job_id) else \
-            caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
+        self._phase(service, job_id, caller)    # 404, 403: of this service and caller
+        owner = caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
         moved = self.store.run_job(job_id, service, owner) if owner is not None else None
         if moved is Phase.QUEUED:
             self.executor.submit(job_id)

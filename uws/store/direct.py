@@ -191,7 +191,8 @@ def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
 
     The BEGIN and the COMMIT are sent here, on a connection in autocommit, as
     statements of the pipeline: psycopg, beginning a transaction itself, would wait
-    for the answer to its BEGIN.  What SQLAlchemy sees is an autocommit connection,
+    for the answer to its BEGIN, and its COMMIT in a pipeline for its own Sync before
+    the one that ends the pipeline.  What SQLAlchemy sees is an autocommit connection,
     whose statements the transaction begun here holds together."""
     if engine.dialect.name != "postgresql":
         with engine.begin() as conn:    # SQLite's, which queues its writers
@@ -204,16 +205,21 @@ def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
                 yield conn
             return
         conn.execution_options(isolation_level="AUTOCOMMIT")
-        with pipelined(conn) as pipeline:
-            _send(dbapi, _BEGIN)
-            try:
-                yield conn
+        try:
+            with pipelined(conn) as pipeline:
+                _send(dbapi, _BEGIN)
+                try:
+                    yield conn
+                except BaseException:
+                    _roll_back(dbapi, pipeline)
+                    raise
+                # answered, with the writes still due, at the end of the pipeline: a
+                # write's error is raised there (as SQLAlchemy's), the COMMIT skipped
                 _send(dbapi, "COMMIT")
-                pipeline.sync()     # a pending write's error is raised here, as SQLAlchemy's
-                conn.dispatch.commit(conn)  # its listeners hear of it, as of its own commits
-            except BaseException:
-                _roll_back(dbapi, pipeline)
-                raise
+        except BaseException:
+            _end_failed(dbapi)
+            raise
+        conn.dispatch.commit(conn)  # its listeners hear of it, as of its own commits
 
 
 #: READ COMMITTED whatever the server's default: the store's locking relies on each
@@ -231,15 +237,26 @@ def _send(dbapi, sql: str) -> None:
 
 
 def _roll_back(dbapi, pipeline) -> None:
-    """End a pipelined transaction that failed (in its block, or at its COMMIT) with
-    its block's error, the one to raise: the answers still due are read and their
-    errors dropped, then ROLLBACK.  A connection lost meanwhile fails both quietly
-    (the pool replaces it before its next use)."""
+    """End a pipelined transaction whose block failed with its block's error, the one
+    to raise: the answers still due are read and their errors dropped, then ROLLBACK.
+    A connection lost meanwhile fails both quietly (the pool replaces it before its
+    next use)."""
     for step in (pipeline.sync, functools.partial(_send, dbapi, "ROLLBACK"), pipeline.sync):
         try:
             step()
         except Exception:   # noqa: BLE001, S112 - the failed transaction's, or a lost connection
             continue
+
+
+def _end_failed(dbapi) -> None:
+    """After a pipelined transaction failed, at its COMMIT or before: one the server
+    still holds open (a write failed, so the COMMIT after it was skipped) is rolled
+    back; a connection lost, quietly."""
+    try:
+        if dbapi.info.transaction_status != _PQTRANS_IDLE:
+            dbapi.rollback()
+    except Exception:   # noqa: BLE001, S110 - the error on its way says what failed
+        pass
 
 
 @contextlib.contextmanager
