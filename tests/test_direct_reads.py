@@ -237,17 +237,23 @@ def test_connections_kept_for_reads_go_back_to_the_pool_out_of_autocommit(pg_sto
     _overlapping_reads(pg_store.readers, direct.Readers.KEPT)
     assert pg_store.readers._kept
     pg_store.readers.close()
-    size = pg_store.engine.pool.size()
-    held = [pg_store.engine.raw_connection() for _ in range(size)]
+    _assert_pool_transactional(pg_store, job)
+
+
+def _assert_pool_transactional(store: Store, job: Job) -> None:
+    """No connection of the pool is left in autocommit, and a transaction that fails
+    keeps none of its writes to ``job``."""
+    size = store.engine.pool.size()
+    held = [store.engine.raw_connection() for _ in range(size)]
     try:
         assert not any(conn.dbapi_connection.autocommit for conn in held)
     finally:
         for conn in held:
             conn.close()
-    with pytest.raises(RuntimeError), pg_store.engine.begin() as conn:
+    with pytest.raises(RuntimeError), store.engine.begin() as conn:
         conn.execute(J.update().where(J.c.id == job.id).values(run_id="half done"))
         raise RuntimeError("something later in the transaction failed")
-    with pg_store.engine.connect() as conn:
+    with store.engine.connect() as conn:
         assert conn.execute(sa.select(J.c.run_id).where(J.c.id == job.id)).scalar() == "run <1>"
 
 
@@ -422,20 +428,10 @@ def test_connections_read_on_go_back_to_the_pool_transactional(pg_store):
     """A connection used for reads is in autocommit: given back, it must be
     transactional again, or a failing transaction would keep half its writes."""
     job = _a_job_with_every_field(pg_store)
-    size = pg_store.engine.pool.size()
-    for _ in range(size):
+    for _ in range(pg_store.engine.pool.size()):
         with direct.reading(pg_store.engine) as conn:
             conn.execute(sa.select(J.c.id))
-    held = [pg_store.engine.raw_connection() for _ in range(size)]
-    try:
-        assert not any(conn.dbapi_connection.autocommit for conn in held)
-    finally:
-        for conn in held:
-            conn.close()
-    with pytest.raises(RuntimeError), pg_store.engine.begin() as conn:
-        conn.execute(J.update().where(J.c.id == job.id).values(run_id="half done"))
-        raise RuntimeError("something later in the transaction failed")
-    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+    _assert_pool_transactional(pg_store, job)
 
 
 def test_a_direct_write_rolls_back_with_its_transaction(store):
