@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from uws.model import ErrorSummary, Job, ListQuery, Parameter, Result
 from uws.phases import Phase
-from uws.store import Store, direct
+from uws.store import Store, connections, direct
 from uws.store.tables import job as J
 
 from conftest import database_url, drop_database
@@ -126,7 +126,7 @@ def test_a_direct_read_sees_what_was_committed_after_the_previous_one(store):
     assert store.phase_of(job.id, "svc", "alice") is Phase.ARCHIVED
 
 
-def _overlapping_reads(readers: direct.Readers, n: int) -> None:
+def _overlapping_reads(readers: connections.Readers, n: int) -> None:
     cursors = [readers.cursor() for _ in range(n)]
     for c in cursors:
         c.__enter__()
@@ -135,9 +135,9 @@ def _overlapping_reads(readers: direct.Readers, n: int) -> None:
 
 
 def test_reads_running_at_once_keep_at_most_a_few_connections_aside(store):
-    readers = direct.Readers(store.engine)
-    _overlapping_reads(readers, direct.Readers.KEPT + 4)
-    assert len(readers._kept) == min(store.engine.pool.size() // 4, direct.Readers.KEPT)
+    readers = connections.Readers(store.engine)
+    _overlapping_reads(readers, connections.Readers.KEPT + 4)
+    assert len(readers._kept) == min(store.engine.pool.size() // 4, connections.Readers.KEPT)
     readers.close()
     assert readers._kept == [] and store.engine.pool.checkedout() == 0
 
@@ -171,7 +171,7 @@ def test_reads_on_a_kept_connection_do_not_go_through_the_pool(store):
     assert len(checkouts) <= 1
 
 
-def _backend_pid(readers: direct.Readers) -> int:
+def _backend_pid(readers: connections.Readers) -> int:
     with readers.cursor() as cur:
         cur.execute("SELECT pg_backend_pid()")
         return cur.fetchone()[0]
@@ -234,7 +234,7 @@ def test_connections_kept_for_reads_go_back_to_the_pool_out_of_autocommit(pg_sto
     """Kept PostgreSQL connections stay in autocommit between reads: given back, they
     must be transactional again, or a failing transaction would keep half its writes."""
     job = _a_job_with_every_field(pg_store)
-    _overlapping_reads(pg_store.readers, direct.Readers.KEPT)
+    _overlapping_reads(pg_store.readers, connections.Readers.KEPT)
     assert pg_store.readers._kept
     pg_store.readers.close()
     _assert_pool_transactional(pg_store, job)
@@ -330,7 +330,7 @@ def test_sqlalchemy_reads_in_a_pipelined_transaction_see_the_writes_before_them(
     job = _a_job_with_every_field(store)
     update = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
                                 .values(run_id=sa.bindparam("run_id")))
-    with direct.writing(store.engine) as conn:
+    with connections.writing(store.engine) as conn:
         update.run(conn, {"_id": job.id, "run_id": "changed"})
         read = sa.select(J.c.run_id).where(J.c.id == job.id)
         assert conn.execute(read).scalar_one() == "changed"
@@ -345,7 +345,7 @@ def test_a_connection_lost_in_a_pipelined_transaction_fails_it_as_sqlalchemy_wou
     callers catch (OperationalError, answered 503), not another one raised while the
     pipeline is taken down; the next transaction runs on a new connection."""
     job = _a_job_with_every_field(pg_store)
-    with pytest.raises(sa.exc.OperationalError), direct.writing(pg_store.engine) as conn:
+    with pytest.raises(sa.exc.OperationalError), connections.writing(pg_store.engine) as conn:
         _terminate(pg_store, [conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()])
         conn.execute(J.update().where(J.c.id == job.id).values(run_id="lost"))
     assert pg_store.mark_queued(job.id) is False     # ERROR already: a transaction that runs
@@ -389,7 +389,7 @@ def test_a_pipelined_transaction_sends_its_commit_with_its_writes(pg_store):
     job = _a_job_with_every_field(pg_store)
     update = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
                                 .values(run_id=sa.bindparam("run_id")))
-    with _round_trips(pg_store.engine) as counted, direct.writing(pg_store.engine) as conn:
+    with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
         for n in range(3):
             update.run(conn, {"_id": job.id, "run_id": f"write {n}"})
     assert counted == [1]
@@ -404,7 +404,7 @@ def test_a_failed_block_of_a_pipelined_transaction_raises_its_own_error(pg_store
         row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
     rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
                                 .values(run_id=sa.bindparam("run_id")))
-    with pytest.raises(RuntimeError, match="later"), direct.writing(pg_store.engine) as conn:
+    with pytest.raises(RuntimeError, match="later"), connections.writing(pg_store.engine) as conn:
         rename.run(conn, {"_id": job.id, "run_id": "renamed"})
         direct.DirectWrite(J.insert()).run(conn, row)     # the same id again
         raise RuntimeError("something later in the transaction failed")
@@ -419,7 +419,7 @@ def test_a_read_outside_transactions_is_one_round_trip_on_postgresql(pg_store):
     (psycopg's, dropping what it had prepared): one round trip."""
     job = _a_job_with_every_field(pg_store)
     read = sa.select(J.c.run_id).where(J.c.id == job.id)
-    with _round_trips(pg_store.engine) as counted, direct.reading(pg_store.engine) as conn:
+    with _round_trips(pg_store.engine) as counted, connections.reading(pg_store.engine) as conn:
         assert conn.execute(read).scalar_one() == "run <1>"
     assert counted == [1]
 
@@ -429,7 +429,7 @@ def test_connections_read_on_go_back_to_the_pool_transactional(pg_store):
     transactional again, or a failing transaction would keep half its writes."""
     job = _a_job_with_every_field(pg_store)
     for _ in range(pg_store.engine.pool.size()):
-        with direct.reading(pg_store.engine) as conn:
+        with connections.reading(pg_store.engine) as conn:
             conn.execute(sa.select(J.c.id))
     _assert_pool_transactional(pg_store, job)
 

@@ -22,7 +22,7 @@ from ..phases import Event, Phase
 from ..services import Quota
 from . import batchcallbacks, counts, usage
 from .changes import Change, chunks
-from .direct import reading, writing
+from .connections import reading, writing
 from .holds import _run_event, hold_applies
 from .jobs import Store, _job_row, _param_rows
 from .notify import CHANNEL

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 
 from .. import callbacks, phases, timeutil
 from .changes import Change, ManyHook, chunks
-from .direct import DirectWrite, reading, writing
+from .connections import reading, writing
+from .direct import DirectWrite
 from .tables import callback as C
 from .tables import job as J
 from .tables import job_callback as JC

@@ -38,7 +38,7 @@ def make_engine(url: str, pool_size: int = 16) -> sa.Engine:
 
 
 #: ``Connection.info`` key of the pipeline a transaction's statements are sent in
-#: (see :func:`uws.store.direct.pipelined`)
+#: (see :func:`uws.store.connections.pipelined`)
 PIPELINE = "uws.pipeline"
 
 

@@ -26,7 +26,8 @@ import sqlalchemy as sa
 from .. import timeutil
 from ..events import EventPage, JobEvent
 from .changes import Change, ManyHook
-from .direct import DirectWrite, reading, writing
+from .connections import reading, writing
+from .direct import DirectWrite
 from .notify import announce
 from .tables import event as E
 

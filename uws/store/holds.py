@@ -28,7 +28,8 @@ from .. import timeutil
 from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
-from .direct import DirectWrite, ReadIn, reading, writing
+from .connections import reading, writing
+from .direct import DirectWrite, ReadIn
 from .part import StorePart
 from .running import due
 from .tables import hold as H

@@ -21,7 +21,7 @@ from ..ports import ChangeSink
 from ..services import Quota
 from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
-from .direct import reading, writing
+from .connections import Readers, reading, writing
 from .engine import create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record
 from .holds import HoldQueries
@@ -67,7 +67,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         self.change_hooks.append(self.note_freed_slot)  # a running slot freed
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
-        self.readers = direct.Readers(self.engine)
+        self.readers = Readers(self.engine)
         self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),

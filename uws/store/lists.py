@@ -13,7 +13,7 @@ from .. import timeutil
 from ..model import JobRef, ListQuery
 from ..phases import Phase
 from . import counts, direct
-from .direct import reading
+from .connections import Readers, reading
 from .tables import job as J
 
 _JOBREF_COLUMNS = (J.c.id, J.c.phase, J.c.run_id, J.c.owner, J.c.creation_time)
@@ -23,7 +23,7 @@ _PHASE = {p.value: p for p in Phase}
 class ListQueries:
     # provided by Store, which mixes this in
     engine: sa.Engine
-    readers: direct.Readers
+    readers: Readers
     _list_reads: dict[tuple, direct.DirectRead]     # one per shape of list, made when first used
 
     def list_jobs(self, service: str, owner: str | None, q: ListQuery) -> list[JobRef]:

@@ -13,7 +13,7 @@ from ..model import ErrorSummary
 from ..phases import Event, Phase
 from . import counts, direct, usage
 from .changes import Change, Times
-from .direct import reading, writing
+from .connections import Readers, reading, writing
 from .part import StorePart
 from .tables import attempt as A
 from .tables import job as J
@@ -116,7 +116,7 @@ class RunningQueries(StorePart):
     hold_for_quota: Callable[[str, str, int], list[str]]     # uws.store.holds
     _reads: dict[str, direct.DirectRead]                     # uws.store.jobs
     _claim_reads: dict[int, direct.DirectRead]     # by number of services, made when first used
-    readers: direct.Readers
+    readers: Readers
 
     def archive(self, job_id: str) -> bool:
         """Finished -> ARCHIVED, dropping the result records in the same

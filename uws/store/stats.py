@@ -25,7 +25,8 @@ from .. import stats, timeutil
 from ..phases import Phase
 from . import counts
 from .changes import Change, ManyHook, chunks
-from .direct import DirectWrite, reading, writing
+from .connections import reading, writing
+from .direct import DirectWrite
 from .tables import duration_bins as D
 from .tables import job as J
 from .tables import job_count as C

@@ -18,7 +18,8 @@ from ..model import ErrorSummary, Result
 from ..phases import Event, Phase
 from . import counts, usage
 from .changes import Change, Times
-from .direct import DirectWrite, reading, writing
+from .connections import reading, writing
+from .direct import DirectWrite
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
 from .part import StorePart
 from .tables import job as J
