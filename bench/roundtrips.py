@@ -80,15 +80,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pg", default=PG)
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=40, help="jobs run, of each kind (40)")
+    parser.add_argument("--runs", type=int, default=40, help="jobs run, of each kind (40; 0: none)")
     args = parser.parse_args()
     admin = sa.create_engine(args.pg)
     trace = Trace()
     try:
         with own_schema(admin, args.pg) as url:
             measure(url, args.requests, trace)
-        with own_schema(admin, args.pg) as url:     # no jobs left queued by the above
-            measure_runs(url, args.runs, trace)
+        if args.runs > 0:
+            with own_schema(admin, args.pg) as url:     # no jobs left queued by the above
+                measure_runs(url, args.runs, trace)
     finally:
         admin.dispose()
 

@@ -91,6 +91,16 @@ def test_run_through_another_services_url_answers_404_and_runs_nothing(idle):
     assert phase(client, path) == "PENDING"
 
 
+def test_the_store_runs_a_job_under_its_own_service_only(idle):
+    """The store's RUN finds the job by id and service, whatever its caller checked."""
+    client, api = idle
+    path = create(client)
+    owner = api.store.owner_of(job_id(path), "sleep")
+    assert api.store.run_job(job_id(path), "checksum", owner) is None
+    assert phase(client, path) == "PENDING"
+    assert api.store.run_job(job_id(path), "sleep", owner) == "QUEUED"
+
+
 def test_run_on_a_queued_job_is_a_303_no_op(idle):
     client, _ = idle
     path = create(client)

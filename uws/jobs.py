@@ -229,7 +229,8 @@ class Jobs:
         """PHASE=RUN: queue a PENDING job, or hold it HELD while an administrative
         hold applies to its owner (a no-op when it already runs or is held).
         Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
-        self._phase(service, job_id, caller)    # 404, 403: of this service and caller
+        # The store finds the job by id, service and owner, so a move is this caller's
+        # own; no move is answered below (404, 403 or a no-op) from a read after it.
         owner = caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
         moved = self.store.run_job(job_id, service, owner) if owner is not None else None
         if moved is Phase.QUEUED:

@@ -45,12 +45,14 @@ _APPLYING = sa.select(H.c.owner, H.c.reason).where(
     H.c.service == sa.bindparam("_service"),
     H.c.owner.in_([sa.bindparam("_owner"), EVERYONE]))
 _THE_JOB = J.c.id == sa.bindparam("_id")
-# Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock).
+# Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock),
+# found in its own service only: an id is no job under another service's name.
+_OF_SERVICE = J.c.service == sa.bindparam("_service")
 _LOCK_JOB_FOR_UPDATE = ReadIn(sa.select(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id)
-                              .where(_THE_JOB).with_for_update())
-_LOCK_JOB_BY_WRITE = DirectWrite(J.update().where(_THE_JOB).values(phase=J.c.phase)
+                              .where(_THE_JOB, _OF_SERVICE).with_for_update())
+_LOCK_JOB_BY_WRITE = DirectWrite(J.update().where(_THE_JOB, _OF_SERVICE).values(phase=J.c.phase)
                                  .returning(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id))
-_OF_OWNER = (J.c.service == sa.bindparam("_service"), J.c.owner == sa.bindparam("_owner"))
+_OF_OWNER = (_OF_SERVICE, J.c.owner == sa.bindparam("_owner"))
 _LOCK_RUNNING = {True: sa.select(J.c.id).where(*_OF_OWNER, J.c.phase == _EXECUTING)
                  .with_for_update(),
                  False: J.update().where(*_OF_OWNER, J.c.phase == _EXECUTING)
