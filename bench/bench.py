@@ -40,6 +40,10 @@ SERVICE = "sleep"
 TIMEOUT = (5, 90)           # (connect, read) seconds for every request
 WAIT_SECONDS = 30           # the WAIT=... of blocking GETs
 PAGE = 100                  # extend=... of the list pages
+COUNT_REQUESTS = 50         # HEADs timed at each list size, per query
+COUNT_P50_MS = 5.0          # issue 12: HEAD and per-phase counts at 10^6 jobs
+#: the counts timed: (name in the summary, key in --json, query)
+_COUNTS = (("HEAD count", "", ""), ("HEAD count of a phase", ".phase", "?PHASE=COMPLETED"))
 FLAT_RATIO = 1.20           # "flat": p50 at the largest size within 20% of the smallest
 CREATE_FORM = {"DURATION": "0"}
 CEILING_LATENCY = 1.4       # p50 at most this many times the ceiling's (1 client)
@@ -840,7 +844,7 @@ class Bench:
         p, rep = self.plan, self.report
         section(f"[5] list pages (extend={PAGE}) by jobs stored; seeding "
                 + ("while the server runs" if seed_live else "with the server stopped"))
-        seeded, p50s = 0, {}
+        seeded, p50s, counts = 0, {}, {}
         for size in p.sizes:
             seed = functools.partial(self._seed, size - seeded)
             seed() if seed_live else self.restart(between=seed)
@@ -849,10 +853,25 @@ class Bench:
             count = self.job_count()
             if count != size:
                 rep.problem(f"{size} jobs seeded but HEAD /{SERVICE} counts {count}")
-            rep.sample(f"list.{size}.count", f"HEAD /{SERVICE} (X-Job-Count)",
-                       self.repeat("HEAD", SERVICE, 10, warmup=2))
+            counts[size] = self._counts_at(size)
             p50s[size] = self._pages_at(size)
         self._flatness(p50s)
+        self._judge_counts(counts)
+
+    def _counts_at(self, size: int) -> dict[str, float]:
+        """HEAD {jobs} and a per-phase HEAD, from one client (their latency, not the
+        queue behind other clients): p50 by query."""
+        one = self.clients.first(1)
+        return {name: self.report.sample(
+                    f"list.{size}.count{key}", f"HEAD /{SERVICE}{query}, 1 client",
+                    self.repeat("HEAD", f"{SERVICE}{query}", COUNT_REQUESTS, clients=one)).p50
+                for name, key, query in _COUNTS}
+
+    def _judge_counts(self, counts: dict[int, dict[str, float]]) -> None:
+        big = max(counts)
+        for name, p50 in counts[big].items():
+            self.report.check(f"[5] {name} p50 @{size_label(big)}, 1 client",
+                              p50, "ms", "<=", COUNT_P50_MS)
 
     def _flatness(self, p50s: dict[int, dict[str, float]]) -> None:
         """Targets at the largest size, and p50 there against p50 at the smallest: judged
