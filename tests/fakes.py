@@ -90,7 +90,10 @@ class MemoryStore:
         return self._apply(job_id, Event.RUN, owner)
 
     def run_job(self, job_id, service, owner):
-        """PHASE=RUN with no holds placed (the SQL store's holds have tests of their own)."""
+        """PHASE=RUN with no holds placed (the SQL store's holds have tests of their own),
+        of the job of ``service`` and ``owner`` only, as the SQL store's."""
+        if self._find(job_id, service, owner) is None:
+            return None
         return phases.target(Event.RUN) if self._apply(job_id, Event.RUN, owner) else None
 
     def held_because(self, job_id):

@@ -396,6 +396,36 @@ def test_a_pipelined_transaction_sends_its_commit_with_its_writes(pg_store):
     assert pg_store.get_job(job.id, "svc", None).run_id == "write 2"
 
 
+def test_reads_sent_together_in_a_transaction_are_one_round_trip(pg_store):
+    """Reads sent together wait once for their answers, each read's own rows, in
+    order; with the COMMIT, the transaction is two round trips (three one by one)."""
+    job = _a_job_with_every_field(pg_store)
+    phase = direct.ReadIn(sa.select(J.c.phase).where(J.c.id == sa.bindparam("_id")))
+    run_id = direct.ReadIn(sa.select(J.c.run_id).where(J.c.id == sa.bindparam("_id")))
+    key = {"_id": job.id}
+    with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
+        answers = direct.read_in_together(conn, [(phase, key), (run_id, key), (phase, key)])
+    assert answers == [[("ERROR",)], [("run <1>",)], [("ERROR",)]]
+    assert counted == [2]
+    with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
+        assert phase.rows(conn, key) == [("ERROR",)]
+        assert run_id.rows(conn, key) == [("run <1>",)]
+    assert counted == [3]
+
+
+def test_a_run_is_two_round_trips_on_postgresql(pg_store):
+    """PHASE=RUN in the store: the holds and the job read together, then the move
+    committed."""
+    job = Job(id="e" * 32, service="svc", owner="alice", phase=Phase.PENDING,
+              creation_time=dt.datetime(2026, 1, 2), execution_duration=60,
+              destruction=dt.datetime(2026, 2, 2))
+    pg_store.insert_job(job)
+    with _round_trips(pg_store.engine) as counted:
+        assert pg_store.run_job(job.id, "svc", "alice") is Phase.QUEUED
+    assert counted == [2]
+    assert pg_store.phase_of(job.id, "svc", "alice") is Phase.QUEUED
+
+
 def test_a_failed_block_of_a_pipelined_transaction_raises_its_own_error(pg_store):
     """A block that fails while the answer to one of its writes is still due, an error
     (a duplicate key, here): the block's own error is raised, and nothing is kept."""

@@ -7,7 +7,10 @@ import datetime as dt
 import pytest
 
 from uws.errors import NotFound
+from uws.phases import Phase
+from uws.web.app import create_app, shutdown
 
+from conftest import ValidatingClient, make_config
 from uwshelp import (
     NIL,
     NS,
@@ -89,6 +92,33 @@ def test_run_through_another_services_url_answers_404_and_runs_nothing(idle):
     with pytest.raises(NotFound):
         api.run("checksum", path.rsplit("/", 1)[1])
     assert phase(client, path) == "PENDING"
+
+
+def test_run_of_a_job_of_a_service_no_longer_served_answers_404(tmp_path, db_url):
+    """A job stored for a service this server does not serve (removed from its
+    configuration, or another front end's on the same database) is no job here."""
+    first = create_app(make_config(tmp_path, db_url, executor="none"))
+    first.test_client_class = ValidatingClient
+    try:
+        path = create(first.test_client())
+    finally:
+        shutdown(first)
+    settings = make_config(tmp_path, db_url, executor="none")
+    del settings.services["sleep"]
+    narrow = create_app(settings)
+    narrow.test_client_class = ValidatingClient
+    try:
+        assert post_phase(narrow.test_client(), path, "RUN").status_code == 404
+        store = narrow.extensions["uws"].store
+        assert store.phase_of(job_id(path), "sleep", None) is Phase.PENDING
+    finally:
+        shutdown(narrow)
+
+
+@pytest.mark.parametrize("service", ["sleep", "nosuch"])
+def test_run_of_an_id_with_a_nul_answers_404(idle, service):
+    client, _ = idle
+    assert post_phase(client, f"/{service}/a%00b", "RUN").status_code == 404
 
 
 def test_the_store_runs_a_job_under_its_own_service_only(idle):

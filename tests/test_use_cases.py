@@ -58,6 +58,35 @@ def test_run_queues_the_job_and_hands_it_to_the_executor(world):
     assert executor.submitted == [job_id]
 
 
+@pytest.mark.parametrize("caller", [ALICE, ADMIN], ids=["owner", "admin"])
+def test_run_under_another_services_name_is_not_found_and_runs_nothing(world, caller):
+    jobs, _, executor = world
+    job_id = create(jobs)
+    with pytest.raises(NotFound):
+        jobs.run("c", job_id, caller)
+    assert jobs.get("s", job_id, ALICE).phase is Phase.PENDING
+    assert executor.submitted == []
+
+
+def test_run_of_a_stored_job_of_a_service_not_served_is_not_found(world):
+    """A job stored under a service this server does not serve (removed from its
+    configuration, or another front end's on the same database) is no job here."""
+    jobs, store, executor = world
+    job_id = create(jobs)
+    store.jobs[job_id].service = "gone"
+    with pytest.raises(NotFound, match="gone"):
+        jobs.run("gone", job_id, ADMIN)
+    assert store.jobs[job_id].phase is Phase.PENDING
+    assert executor.submitted == []
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "", "x" * 300, "../x"])
+def test_run_of_an_id_no_job_can_have_is_not_found(world, bad):
+    jobs, _, _ = world
+    with pytest.raises(NotFound):
+        jobs.run("s", bad, ADMIN)
+
+
 def test_run_on_a_queued_job_changes_nothing(world):
     jobs, _, executor = world
     job_id = create(jobs, run=True)

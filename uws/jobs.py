@@ -229,8 +229,13 @@ class Jobs:
         """PHASE=RUN: queue a PENDING job, or hold it HELD while an administrative
         hold applies to its owner (a no-op when it already runs or is held).
         Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
-        # The store finds the job by id, service and owner, so a move is this caller's
-        # own; no move is answered below (404, 403 or a no-op) from a read after it.
+        # The service and the id's form are checked here, without a read: a service no
+        # longer configured may still have jobs stored.  The store finds the job by id,
+        # service and owner, so a move is this caller's own; no move is answered below
+        # (404, 403 or a no-op) from a read after it.
+        self.service(service)
+        if not is_job_id(job_id):
+            self._missing(service, job_id)
         owner = caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
         moved = self.store.run_job(job_id, service, owner) if owner is not None else None
         if moved is Phase.QUEUED:

@@ -76,11 +76,21 @@ class DirectRead:
         """The rows for ``params`` (values by parameter name, every parameter without
         a default given; unused names are ignored), each value converted as
         SQLAlchemy would; ``conn``: the SQLAlchemy connection ``cursor`` is of."""
+        self.send(cursor, params, conn)
+        return self.answer(cursor, params)
+
+    def send(self, cursor, params: dict[str, Any], conn: sa.Connection | None = None) -> None:
+        """Run the read on ``cursor`` (in a pipeline: send it), its rows to be read by
+        :meth:`answer`."""
         with driver_errors(self._dialect, self.sql, params):
             values = self._binds.of(params)
             if conn is not None:
                 tell_listeners(conn, cursor, self.sql, values, False)
             cursor.execute(self.sql, values)
+
+    def answer(self, cursor, params: dict[str, Any]) -> list[Sequence[Any]]:
+        """The rows of the read :meth:`send` ran on ``cursor`` with ``params``."""
+        with driver_errors(self._dialect, self.sql, params):
             rows = cursor.fetchall()
         convert = self._convert
         if convert is None:     # PostgreSQL's numeric conversions depend on the type code
@@ -173,11 +183,30 @@ class ReadIn:
         self._reads: dict[tuple[str, str], DirectRead] = {}
 
     def rows(self, conn: sa.Connection, params: dict[str, Any]) -> list[Sequence[Any]]:
+        return read_in(conn, self.on(conn), params)
+
+    def on(self, conn: sa.Connection) -> DirectRead:
+        """The read compiled for ``conn``'s dialect."""
         key = dialect_key(conn.dialect)
         read = self._reads.get(key)
         if read is None:
             read = self._reads[key] = DirectRead(conn.engine, self._stmt)
-        return read_in(conn, read, params)
+        return read
+
+
+def read_in_together(conn: sa.Connection, reads: Sequence[tuple[ReadIn, dict[str, Any]]]
+                     ) -> list[list[Sequence[Any]]]:
+    """Each read's rows inside ``conn``'s transaction, the reads all sent before any
+    answer is waited for: in a pipeline (PostgreSQL), one round trip for them all,
+    run by the server in this order (so their locks are taken in this order)."""
+    runs = [(read.on(conn), params, conn.connection.cursor()) for read, params in reads]
+    try:
+        for read, params, cursor in runs:
+            read.send(cursor, params, conn)
+        return [read.answer(cursor, params) for read, params, cursor in runs]
+    finally:
+        for _, _, cursor in runs:
+            cursor.close()
 
 
 def dialect_key(dialect: sa.Dialect) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
 from .connections import reading, writing
-from .direct import DirectWrite, ReadIn
+from .direct import DirectWrite, ReadIn, read_in_together
 from .part import StorePart
 from .running import due
 from .tables import hold as H
@@ -45,14 +45,14 @@ _APPLYING = sa.select(H.c.owner, H.c.reason).where(
     H.c.service == sa.bindparam("_service"),
     H.c.owner.in_([sa.bindparam("_owner"), EVERYONE]))
 _THE_JOB = J.c.id == sa.bindparam("_id")
+_OF_OWNER = (J.c.service == sa.bindparam("_service"), J.c.owner == sa.bindparam("_owner"))
 # Lock one job's row (PostgreSQL: FOR UPDATE; SQLite: a no-op UPDATE takes the write lock),
-# found in its own service only: an id is no job under another service's name.
-_OF_SERVICE = J.c.service == sa.bindparam("_service")
-_LOCK_JOB_FOR_UPDATE = ReadIn(sa.select(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id)
-                              .where(_THE_JOB, _OF_SERVICE).with_for_update())
-_LOCK_JOB_BY_WRITE = DirectWrite(J.update().where(_THE_JOB, _OF_SERVICE).values(phase=J.c.phase)
-                                 .returning(J.c.owner, J.c.phase, J.c.held_for, J.c.batch_id))
-_OF_OWNER = (_OF_SERVICE, J.c.owner == sa.bindparam("_owner"))
+# found under its own service and owner only: an id is no job under another's name, and
+# another owner's row is never locked.
+_LOCK_JOB_FOR_UPDATE = ReadIn(sa.select(J.c.phase, J.c.held_for, J.c.batch_id)
+                              .where(_THE_JOB, *_OF_OWNER).with_for_update())
+_LOCK_JOB_BY_WRITE = DirectWrite(J.update().where(_THE_JOB, *_OF_OWNER).values(phase=J.c.phase)
+                                 .returning(J.c.phase, J.c.held_for, J.c.batch_id))
 _LOCK_RUNNING = {True: sa.select(J.c.id).where(*_OF_OWNER, J.c.phase == _EXECUTING)
                  .with_for_update(),
                  False: J.update().where(*_OF_OWNER, J.c.phase == _EXECUTING)
@@ -171,16 +171,16 @@ class HoldQueries(StorePart):
         change to record (the caller then calls _changed after its commit), or None."""
         key = {"_service": service, "_owner": owner, "_id": job_id}
         if conn.dialect.name == "postgresql":   # holds, then the job: as a release does
-            held = _APPLYING_SHARED.rows(conn, key)
-            rows = _LOCK_JOB_FOR_UPDATE.rows(conn, key)
+            held, rows = read_in_together(conn, [(_APPLYING_SHARED, key),
+                                                 (_LOCK_JOB_FOR_UPDATE, key)])
         else:
             # The write lock first: pysqlite runs a SELECT made before any write
             # outside the transaction, where a release could slip in after it.
             rows = _LOCK_JOB_BY_WRITE.run(conn, key)
             held = _APPLYING_IN.rows(conn, key)
-        if not rows or rows[0][0] != owner:
+        if not rows:
             return None
-        _, phase, held_for, batch_id = rows[0]
+        phase, held_for, batch_id = rows[0]
         event = _run_event(Phase(phase), held_for, bool(held))
         if event is None:
             return None
