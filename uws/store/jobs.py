@@ -247,9 +247,9 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                 return False
             if replace:
                 conn.execute(P.delete().where(P.c.job_id == job_id, P.c.name.in_(replace)))
-            start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(P.c.seq), -1))
-                                 .where(P.c.job_id == job_id)).scalar_one() + 1
-            if params:
+            if params:      # numbered after the job's others (a RUNID alone adds none)
+                start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(P.c.seq), -1))
+                                     .where(P.c.job_id == job_id)).scalar_one() + 1
                 conn.execute(P.insert(), _param_rows(job_id, params, start))
         return True
 
