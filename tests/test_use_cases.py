@@ -2,11 +2,13 @@
 database, so each rule of UWS 1.1 they enforce is checked in microseconds."""
 from __future__ import annotations
 
+import copy
 import io
 
 import pytest
 
 from uws import config as config_mod
+from uws import queueing
 from uws.errors import BadRequest, Forbidden, NotFound
 from uws.files import JobFiles
 from uws.jobs import Caller, Control, Jobs
@@ -58,13 +60,36 @@ def test_run_queues_the_job_and_hands_it_to_the_executor(world):
     assert executor.submitted == [job_id]
 
 
+#: every change a client can ask of one job, under the name of service "c"
+CHANGES = {
+    "run": lambda jobs, job_id, who: jobs.run("c", job_id, who),
+    "abort": lambda jobs, job_id, who: jobs.abort("c", job_id, who),
+    "delete": lambda jobs, job_id, who: jobs.delete("c", job_id, who),
+    "repeat": lambda jobs, job_id, who: jobs.repeat("c", job_id, who, run=True),
+    "executionduration": lambda jobs, job_id, who: jobs.set_execution_duration(
+        "c", job_id, "10", who),
+    "destruction": lambda jobs, job_id, who: jobs.set_destruction(
+        "c", job_id, "2099-01-01T00:00:00Z", who),
+    "callback": lambda jobs, job_id, who: jobs.set_callback(
+        "c", job_id, "https://example.org/done", who),
+    "parameters": lambda jobs, job_id, who: jobs.update_parameters(
+        "c", job_id, [("DURATION", "5")], {}, who, run_id="other"),
+    "priority": lambda jobs, job_id, who: jobs.reschedule(
+        "c", job_id, queueing.Schedule(priority=1), who),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
 @pytest.mark.parametrize("caller", [ALICE, ADMIN], ids=["owner", "admin"])
-def test_run_under_another_services_name_is_not_found_and_runs_nothing(world, caller):
-    jobs, _, executor = world
+def test_no_change_reaches_a_job_under_another_services_name(world, caller, change):
+    """A job is of its own service only: its id under another service's name is no
+    job, whoever asks and whatever the change, and nothing changes."""
+    jobs, store, executor = world
     job_id = create(jobs)
+    before = copy.deepcopy(store.jobs)
     with pytest.raises(NotFound):
-        jobs.run("c", job_id, caller)
-    assert jobs.get("s", job_id, ALICE).phase is Phase.PENDING
+        CHANGES[change](jobs, job_id, caller)
+    assert store.jobs == before
     assert executor.submitted == []
 
 
