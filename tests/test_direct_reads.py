@@ -404,13 +404,49 @@ def test_reads_sent_together_in_a_transaction_are_one_round_trip(pg_store):
     run_id = direct.ReadIn(sa.select(J.c.run_id).where(J.c.id == sa.bindparam("_id")))
     key = {"_id": job.id}
     with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
-        answers = direct.read_in_together(conn, [(phase, key), (run_id, key), (phase, key)])
+        answers = direct.together(conn, [(phase, key), (run_id, key), (phase, key)])
     assert answers == [[("ERROR",)], [("run <1>",)], [("ERROR",)]]
     assert counted == [2]
     with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
         assert phase.rows(conn, key) == [("ERROR",)]
         assert run_id.rows(conn, key) == [("run <1>",)]
     assert counted == [3]
+
+
+def test_writes_and_reads_sent_together_answer_in_order(pg_store):
+    """A write's RETURNING and a read after it, sent together: the read sees the write."""
+    job = _a_job_with_every_field(pg_store)
+    rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                                .values(run_id=sa.bindparam("run_id")).returning(J.c.id))
+    run_id = direct.ReadIn(sa.select(J.c.run_id).where(J.c.id == sa.bindparam("_id")))
+    with _round_trips(pg_store.engine) as counted, connections.writing(pg_store.engine) as conn:
+        renamed, read = direct.together(conn, [(rename, {"_id": job.id, "run_id": "new"}),
+                                               (run_id, {"_id": job.id})])
+    assert (renamed, read) == ([(job.id,)], [("new",)])
+    assert counted == [2]
+
+
+def test_a_statement_sent_together_that_fails_raises_its_error_and_keeps_nothing(pg_store):
+    job = _a_job_with_every_field(pg_store)
+    with pg_store.engine.connect() as conn:
+        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
+    rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
+                                .values(run_id=sa.bindparam("run_id")).returning(J.c.id))
+    duplicate = direct.DirectWrite(J.insert().returning(J.c.id))
+    with pytest.raises(sa.exc.IntegrityError), connections.writing(pg_store.engine) as conn:
+        direct.together(conn, [(rename, {"_id": job.id, "run_id": "renamed"}),
+                               (duplicate, row)])
+    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
+    assert pg_store.delete_job(job.id)      # the next transaction runs
+
+
+def test_a_deletion_is_two_round_trips_on_postgresql(pg_store):
+    """The job's bytes locked and the job deleted, sent together; then the commit."""
+    job = _a_job_with_every_field(pg_store)
+    with _round_trips(pg_store.engine) as counted:
+        assert pg_store.delete_job(job.id, "svc", "alice")
+    assert counted == [2]
+    assert pg_store.get_job(job.id, "svc", None) is None
 
 
 def test_a_run_is_two_round_trips_on_postgresql(pg_store):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -104,6 +104,14 @@ class DirectRead:
         return [dict(zip(self.names, row)) for row in self.rows(cursor, params)]
 
 
+class _Sent(NamedTuple):
+    """A statement run (in a pipeline: sent) whose answer is still to be read."""
+    cursor: Any
+    dialect: sa.Dialect
+    sql: str
+    params: Any
+
+
 class DirectWrite:
     """A write, compiled once per dialect and set of columns given, run by :meth:`run`
     in the transaction of a SQLAlchemy connection; or, with ``returns=False``, any
@@ -122,6 +130,11 @@ class DirectWrite:
         """Write with ``params``, or once per item of a list of them (all with the same
         names) in one call; the rows a RETURNING clause gives, converted as
         SQLAlchemy would (text, integers and times: what the store returns)."""
+        return self.answer(self.send(conn, params))
+
+    def send(self, conn: sa.Connection,
+             params: dict[str, Any] | Sequence[dict[str, Any]]) -> _Sent:
+        """Run the write (in a pipeline: send it), its rows to be read by :meth:`answer`."""
         rows = [params] if isinstance(params, dict) else list(params)
         key = (dialect_key(conn.dialect), tuple(rows[0]))
         binds = self._binds.get(key)
@@ -138,12 +151,21 @@ class DirectWrite:
                     many = [binds.of(row) for row in rows]
                     tell_listeners(conn, cursor, binds.sql, many, True)
                     cursor.executemany(binds.sql, many)
-                if not self._returns:
-                    return []
-                returned = cursor.fetchall()    # in a pipeline: once its answers are in
-        finally:
+        except BaseException:
             cursor.close()
-        return _converted(list(returned), self._returned[key[0]])
+            raise
+        return _Sent(cursor, conn.dialect, binds.sql, rows[0])
+
+    def answer(self, sent: _Sent) -> list[Sequence[Any]]:
+        """The rows the write :meth:`send` ran returns (none without RETURNING)."""
+        try:
+            if not self._returns:
+                return []
+            with driver_errors(sent.dialect, sent.sql, sent.params):
+                returned = sent.cursor.fetchall()   # in a pipeline: once its answers are in
+        finally:
+            sent.cursor.close()
+        return _converted(list(returned), self._returned[dialect_key(sent.dialect)])
 
     def _compile(self, dialect: sa.Dialect, names: list[str]) -> _Binds:
         compiled = self._stmt.compile(dialect=dialect, column_keys=names)
@@ -183,10 +205,26 @@ class ReadIn:
         self._reads: dict[tuple[str, str], DirectRead] = {}
 
     def rows(self, conn: sa.Connection, params: dict[str, Any]) -> list[Sequence[Any]]:
-        return read_in(conn, self.on(conn), params)
+        return read_in(conn, self._read(conn), params)
 
-    def on(self, conn: sa.Connection) -> DirectRead:
-        """The read compiled for ``conn``'s dialect."""
+    def send(self, conn: sa.Connection, params: dict[str, Any]) -> _Sent:
+        """Run the read in ``conn``'s transaction (in a pipeline: send it), its rows
+        to be read by :meth:`answer`."""
+        cursor = conn.connection.cursor()
+        try:
+            self._read(conn).send(cursor, params, conn)
+        except BaseException:
+            cursor.close()
+            raise
+        return _Sent(cursor, conn.dialect, self._read(conn).sql, params)
+
+    def answer(self, sent: _Sent) -> list[Sequence[Any]]:
+        try:
+            return self._reads[dialect_key(sent.dialect)].answer(sent.cursor, sent.params)
+        finally:
+            sent.cursor.close()
+
+    def _read(self, conn: sa.Connection) -> DirectRead:
         key = dialect_key(conn.dialect)
         read = self._reads.get(key)
         if read is None:
@@ -194,19 +232,23 @@ class ReadIn:
         return read
 
 
-def read_in_together(conn: sa.Connection, reads: Sequence[tuple[ReadIn, dict[str, Any]]]
-                     ) -> list[list[Sequence[Any]]]:
-    """Each read's rows inside ``conn``'s transaction, the reads all sent before any
-    answer is waited for: in a pipeline (PostgreSQL), one round trip for them all,
-    run by the server in this order (so their locks are taken in this order)."""
-    runs = [(read.on(conn), params, conn.connection.cursor()) for read, params in reads]
+def together(conn: sa.Connection,
+             statements: Sequence[tuple[ReadIn | DirectWrite, dict[str, Any]]]
+             ) -> list[list[Sequence[Any]]]:
+    """Each statement's rows, run in ``conn``'s transaction and all sent before any
+    answer is waited for: in a pipeline (PostgreSQL), one round trip for them all.
+    The server runs them in this order, so their locks are taken in this order."""
+    if conn.dialect.name != "postgresql":   # one by one: no statement left half-read
+        return [statement.answer(statement.send(conn, params))
+                for statement, params in statements]
+    sent: list[tuple[ReadIn | DirectWrite, _Sent]] = []
     try:
-        for read, params, cursor in runs:
-            read.send(cursor, params, conn)
-        return [read.answer(cursor, params) for read, params, cursor in runs]
+        for statement, params in statements:
+            sent.append((statement, statement.send(conn, params)))
+        return [statement.answer(one) for statement, one in sent]
     finally:
-        for _, _, cursor in runs:
-            cursor.close()
+        for _, one in sent:     # those not answered, after an error
+            one.cursor.close()
 
 
 def dialect_key(dialect: sa.Dialect) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from ..holds import EVERYONE, QUOTA, STOPPED, Hold
 from ..phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
 from .connections import reading, writing
-from .direct import DirectWrite, ReadIn, read_in_together
+from .direct import DirectWrite, ReadIn, together
 from .part import StorePart
 from .running import due
 from .tables import hold as H
@@ -171,8 +171,7 @@ class HoldQueries(StorePart):
         change to record (the caller then calls _changed after its commit), or None."""
         key = {"_service": service, "_owner": owner, "_id": job_id}
         if conn.dialect.name == "postgresql":   # holds, then the job: as a release does
-            held, rows = read_in_together(conn, [(_APPLYING_SHARED, key),
-                                                 (_LOCK_JOB_FOR_UPDATE, key)])
+            held, rows = together(conn, [(_APPLYING_SHARED, key), (_LOCK_JOB_FOR_UPDATE, key)])
         else:
             # The write lock first: pysqlite runs a SELECT made before any write
             # outside the transaction, where a release could slip in after it.

@@ -258,10 +258,13 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         """Forget a job (scoped to its service and owner when given); True if it existed."""
         stmt = _DELETES[service is not None, owner is not None]
         with writing(self.engine) as conn:
-            kept = usage.lock(conn, job_id)     # before its row goes with the job's
-            # Parameters, results and bytes go with it (ON DELETE CASCADE; SQLite's
-            # foreign_keys pragma is on for every connection).
-            rows = stmt.run(conn, {"id": job_id, "service": service, "owner": owner})
+            # The job's bytes row locked before it goes with the job's: parameters,
+            # results and bytes go with it (ON DELETE CASCADE; SQLite's foreign_keys
+            # pragma is on for every connection).  Sent together: one round trip.
+            locked, rows = direct.together(conn, [
+                (usage.LOCK, usage.lock_params(job_id)),
+                (stmt, {"id": job_id, "service": service, "owner": owner})])
+            kept = usage.kept(locked)
             gone = bool(rows)
             if gone:
                 of_service, of_owner, phase, batch_id = rows[0]
