@@ -237,7 +237,10 @@ def together(conn: sa.Connection,
              ) -> list[list[Sequence[Any]]]:
     """Each statement's rows, run in ``conn``'s transaction and all sent before any
     answer is waited for: in a pipeline (PostgreSQL), one round trip for them all.
-    The server runs them in this order, so their locks are taken in this order."""
+    The server runs them in this order, so their locks are taken in this order, and
+    none after one that fails.  Its error is raised, but may be told with another of
+    the statements' SQL (psycopg reads the answers that have come in at each send and
+    each fetch)."""
     if conn.dialect.name != "postgresql":   # one by one: no statement left half-read
         return [statement.answer(statement.send(conn, params))
                 for statement, params in statements]
