@@ -426,34 +426,22 @@ def test_writes_and_reads_sent_together_answer_in_order(pg_store):
     assert counted == [2]
 
 
-def test_a_statement_sent_together_that_fails_raises_its_error_and_keeps_nothing(pg_store):
+@pytest.mark.parametrize("failing", [0, 1], ids=["first", "second"])
+def test_a_statement_sent_together_that_fails_raises_its_error_and_keeps_nothing(
+        pg_store, failing):
+    """Its own error (a duplicate key), not the pipeline's abort; nothing the other
+    statement did is kept; the connection serves the next transaction."""
     job = _a_job_with_every_field(pg_store)
     with pg_store.engine.connect() as conn:
         row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
     rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
                                 .values(run_id=sa.bindparam("run_id")).returning(J.c.id))
-    duplicate = direct.DirectWrite(J.insert().returning(J.c.id))
+    statements = [(rename, {"_id": job.id, "run_id": "renamed"})]
+    statements.insert(failing, (direct.DirectWrite(J.insert().returning(J.c.id)), row))
     with pytest.raises(sa.exc.IntegrityError), connections.writing(pg_store.engine) as conn:
-        direct.together(conn, [(rename, {"_id": job.id, "run_id": "renamed"}),
-                               (duplicate, row)])
+        direct.together(conn, statements)
     assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
     assert pg_store.delete_job(job.id)      # the next transaction runs
-
-
-def test_a_first_statement_sent_together_that_fails_stops_the_rest(pg_store):
-    """The first statement's own error, not the pipeline's abort; the one after it
-    never runs; the connection serves the next transaction."""
-    job = _a_job_with_every_field(pg_store)
-    with pg_store.engine.connect() as conn:
-        row = dict(conn.execute(sa.select(J).where(J.c.id == job.id)).one()._mapping)
-    duplicate = direct.DirectWrite(J.insert().returning(J.c.id))
-    rename = direct.DirectWrite(J.update().where(J.c.id == sa.bindparam("_id"))
-                                .values(run_id=sa.bindparam("run_id")).returning(J.c.id))
-    with pytest.raises(sa.exc.IntegrityError), connections.writing(pg_store.engine) as conn:
-        direct.together(conn, [(duplicate, row),
-                               (rename, {"_id": job.id, "run_id": "renamed"})])
-    assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
-    assert pg_store.delete_job(job.id)
 
 
 def test_a_deletion_is_two_round_trips_on_postgresql(pg_store):

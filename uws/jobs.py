@@ -70,9 +70,7 @@ class Jobs:
     def get(self, service: str, job_id: str, caller: Caller = ANONYMOUS) -> Job:
         """The job, with a fresh quote while it is active.  Raises NotFound (no such
         service or job), Forbidden (another owner's job)."""
-        self.service(service)
-        if not is_job_id(job_id):
-            raise NotFound(f"no job {job_id!r} in {service!r}")
+        self._could_exist(service, job_id)
         job = self.store.get_job(job_id, service, caller.scope)
         if job is None:
             self._missing(service, job_id)
@@ -99,15 +97,20 @@ class Jobs:
 
     def _phase(self, service: str, job_id: str, caller: Caller) -> Phase:
         """The job's phase, with the same 404/403 answers as get() but one small read."""
-        self.service(service)
-        phase = self.store.phase_of(job_id, service, caller.scope) if is_job_id(job_id) else None
+        self._could_exist(service, job_id)
+        phase = self.store.phase_of(job_id, service, caller.scope)
         if phase is None:
             self._missing(service, job_id)
         return phase
 
-    def _missing(self, service: str, job_id: str) -> NoReturn:
+    def _could_exist(self, service: str, job_id: str) -> None:
+        """404, without a read, for a service not served here (its jobs may still be
+        stored) or an id no job can have."""
+        self.service(service)
         if not is_job_id(job_id):
             raise NotFound(f"no job {job_id!r} in {service!r}")
+
+    def _missing(self, service: str, job_id: str) -> NoReturn:
         if self.store.owner_of(job_id, service) is None:
             raise NotFound(f"no job {job_id!r} in {service!r}")
         raise Forbidden(f"job {job_id} belongs to another owner")
@@ -229,13 +232,9 @@ class Jobs:
         """PHASE=RUN: queue a PENDING job, or hold it HELD while an administrative
         hold applies to its owner (a no-op when it already runs or is held).
         Raises NotFound, Forbidden (another owner's job, or one that has finished)."""
-        # The service and the id's form are checked here, without a read: a service no
-        # longer configured may still have jobs stored.  The store finds the job by id,
-        # service and owner, so a move is this caller's own; no move is answered below
-        # (404, 403 or a no-op) from a read after it.
-        self.service(service)
-        if not is_job_id(job_id):
-            self._missing(service, job_id)
+        # The store finds the job by id, service and owner, so a move is this caller's
+        # own; no move is answered below (404, 403 or a no-op) from a read after it.
+        self._could_exist(service, job_id)
         owner = caller.owner if caller.scope is not None else self.store.owner_of(job_id, service)
         moved = self.store.run_job(job_id, service, owner) if owner is not None else None
         if moved is Phase.QUEUED:
@@ -264,8 +263,8 @@ class Jobs:
         """Forget the job.  Work still running is killed: here at once, and in any
         other process by its executor's monitor, which sees the job gone.  Raises
         NotFound, Forbidden (another owner's job)."""
-        self.service(service)
-        if not (is_job_id(job_id) and self.store.delete_job(job_id, service, caller.scope)):
+        self._could_exist(service, job_id)
+        if not self.store.delete_job(job_id, service, caller.scope):
             self._missing(service, job_id)
         self.forget(job_id)
 

@@ -210,13 +210,13 @@ class ReadIn:
     def send(self, conn: sa.Connection, params: dict[str, Any]) -> _Sent:
         """Run the read in ``conn``'s transaction (in a pipeline: send it), its rows
         to be read by :meth:`answer`."""
-        cursor = conn.connection.cursor()
+        read, cursor = self._read(conn), conn.connection.cursor()
         try:
-            self._read(conn).send(cursor, params, conn)
+            read.send(cursor, params, conn)
         except BaseException:
             cursor.close()
             raise
-        return _Sent(cursor, conn.dialect, self._read(conn).sql, params)
+        return _Sent(cursor, conn.dialect, read.sql, params)
 
     def answer(self, sent: _Sent) -> list[Sequence[Any]]:
         try:

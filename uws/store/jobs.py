@@ -262,8 +262,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             # results and bytes go with it (ON DELETE CASCADE; SQLite's foreign_keys
             # pragma is on for every connection).  Sent together: one round trip.
             locked, rows = direct.together(conn, [
-                (usage.LOCK, usage.lock_params(job_id)),
-                (stmt, {"id": job_id, "service": service, "owner": owner})])
+                usage.locking(job_id), (stmt, {"id": job_id, "service": service, "owner": owner})])
             kept = usage.kept(locked)
             gone = bool(rows)
             if gone:

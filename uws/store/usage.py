@@ -38,17 +38,18 @@ def lock(conn: sa.Connection, job_id: str) -> int | None:
     """The bytes a job keeps, its row locked until the commit so that no concurrent
     change slips between this read and the caller's write; None without a row.  A
     no-op UPDATE: a row lock on PostgreSQL, the write lock on SQLite."""
-    return kept(LOCK.run(conn, lock_params(job_id)))
+    statement, params = locking(job_id)
+    return kept(statement.run(conn, params))
 
 
-def lock_params(job_id: str) -> dict[str, str]:
-    """:data:`LOCK`'s parameters for the job: :func:`lock` as a statement, to send
-    with others (:func:`.direct.together`); :func:`kept` reads its rows."""
-    return {"_id": job_id}
+def locking(job_id: str) -> tuple[DirectWrite, dict[str, str]]:
+    """:func:`lock` as a statement and its parameters, to send with others
+    (:func:`.direct.together`); :func:`kept` reads its rows."""
+    return _LOCK, {"_id": job_id}
 
 
 def kept(rows) -> int | None:
-    """The bytes :data:`LOCK`'s rows say the job keeps (None: no row)."""
+    """The bytes the rows of :func:`locking` say the job keeps (None: no row)."""
     return rows[0][0] if rows else None
 
 
@@ -97,9 +98,8 @@ _UPSERT = {"postgresql": DirectWrite(_upsert(postgresql.insert)),
 TOTAL = sa.select(sa.func.coalesce(sa.func.sum(O.c.bytes), 0)).where(
     O.c.service == sa.bindparam("service"), O.c.owner == sa.bindparam("owner"))
 _TOTAL_IN = ReadIn(TOTAL)
-#: :func:`lock` as a statement (see :func:`lock_params`)
-LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
-                   .returning(B.c.bytes))
+_LOCK = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id")).values(bytes=B.c.bytes)
+                    .returning(B.c.bytes))
 _INSERT = DirectWrite(B.insert())
 _SET = DirectWrite(B.update().where(B.c.job_id == sa.bindparam("_id"))
                    .values(bytes=sa.bindparam("bytes")))
