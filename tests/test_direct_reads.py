@@ -226,8 +226,14 @@ def _terminate(store: Store, pids: list[int]) -> None:
 
 
 def _backends(store: Store) -> set[int]:
-    with store.engine.connect() as conn:
-        return set(conn.execute(sa.text("SELECT pid FROM pg_stat_activity")).scalars())
+    """The server's backends, asked on a connection of another pool: one of the store's
+    own may be a backend just terminated that has not closed its socket yet."""
+    other = sa.create_engine(store.engine.url, poolclass=sa.pool.NullPool)
+    try:
+        with other.connect() as conn:
+            return set(conn.execute(sa.text("SELECT pid FROM pg_stat_activity")).scalars())
+    finally:
+        other.dispose()
 
 
 def test_connections_kept_for_reads_go_back_to_the_pool_out_of_autocommit(pg_store):
