@@ -324,6 +324,17 @@ def test_seeded_jobs_are_counted(api):
     assert api.store.job_counts("plain") == {("plain", "alice", Phase.COMPLETED): 2500}
 
 
+def test_seeded_jobs_each_have_a_bytes_row_as_every_job_has(api):
+    """A deletion racing a job's first record of its bytes could not lock a row not
+    yet there (see revision 0012): no job may be without one."""
+    api.store.seed_jobs("plain", 30, owner="alice", batch=7)
+    with api.store.engine.connect() as conn:
+        rows = conn.execute(sa.select(J.c.id, job_bytes.c.bytes)
+                            .select_from(J.outerjoin(job_bytes, job_bytes.c.job_id == J.c.id))
+                            ).all()
+    assert len(rows) == 30 and all(n == 0 for _, n in rows)
+
+
 def test_a_time_window_is_still_counted_from_the_jobs(api):
     api.store.seed_jobs("plain", 10, owner="alice")     # one second apart, ending now
     since = timeutil.now() - dt.timedelta(seconds=4.5)

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -154,7 +155,8 @@ def test_a_database_older_than_uws_job_bytes_gains_it(db_url):
     try:
         assert store.get_job("a" * 32, "sleep", None) is not None
         with store.engine.connect() as conn:
-            assert conn.execute(sa.select(sa.func.count()).select_from(job_bytes)).scalar() == 0
+            assert conn.execute(sa.select(job_bytes.c.job_id, job_bytes.c.bytes)).all() == [
+                ("a" * 32, 0)]      # revision 0012: every job has its row
     finally:
         store.close()
     assert revision_of(db_url) == head()
@@ -231,6 +233,55 @@ def test_bytes_kept_before_the_owner_totals_are_added_up_by_the_upgrade(db_url):
                 .group_by(J.c.owner)).all())
         assert sums and all(store.stored_bytes("sleep", owner) == int(n)
                             for owner, n in sums.items())
+    finally:
+        store.close()
+
+
+def jobs_without_bytes_rows(url: str, count: int) -> Store:
+    """A store at the revision before every job had its bytes row (0011), holding
+    ``count`` jobs without one, as servers before uws_job_bytes left them."""
+    store = Store(url)
+    for number in range(1, count + 1):
+        store.insert_job(a_job(number))
+    with store.engine.begin() as conn:
+        command.downgrade(schema_mod.alembic_config(conn), "0011")
+        conn.execute(job_bytes.delete())
+    store.close()
+    return Store(url)
+
+
+def test_every_job_without_a_bytes_row_gains_one_of_zero_at_the_upgrade(db_url):
+    store = jobs_without_bytes_rows(db_url, 3)
+    try:
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.select(job_bytes.c.job_id, job_bytes.c.bytes)
+                                .order_by(job_bytes.c.job_id)).all()
+        assert rows == [(a_job(number).id, 0) for number in (1, 2, 3)]
+        assert store.stored_bytes("sleep", "alice") == 0
+    finally:
+        store.close()
+
+
+def test_a_deletion_racing_the_first_record_of_an_upgraded_jobs_bytes_leaves_no_bytes(
+        db_url):
+    """Before 0012 such a job had no bytes row to lock: a deletion read no bytes while
+    a change of its bytes inserted the row, then its cascade removed that row and the
+    owner's total kept the bytes of a job gone."""
+    store = jobs_without_bytes_rows(db_url, 1)
+    job_id = a_job(1).id
+    try:
+        with store.engine.connect() as conn:
+            with conn.begin():      # what set_stored_bytes does, held before its commit
+                before = uws.store.usage.lock(conn, job_id)
+                uws.store.usage.put(conn, job_id, before, 500, service="sleep",
+                                    owner="alice", counted=True)
+                deleting = threading.Thread(target=store.delete_job, args=(job_id,))
+                deleting.start()
+                deleting.join(0.5)      # on PostgreSQL it waits for this transaction
+        deleting.join(10)
+        assert not deleting.is_alive()
+        assert store.get_job(job_id, "sleep", None) is None
+        assert store.stored_bytes("sleep", "alice") == 0
     finally:
         store.close()
 

@@ -297,8 +297,8 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
 
     def seed_jobs(self, service: str, count: int, owner: str = "",
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
-        """Bulk-insert finished jobs (benchmarks and scale tests), counted; the
-        change hooks do not see them."""
+        """Bulk-insert finished jobs (benchmarks and scale tests), counted, each with
+        its bytes row (0) as every job has; the change hooks do not see them."""
         from ..model import new_job_id
         base = timeutil.now() - dt.timedelta(seconds=count)
         with self.engine.begin() as conn:
@@ -308,6 +308,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                              execution_duration=0, priority=0)
                         for i in range(start, min(count, start + batch))]
                 conn.execute(J.insert(), rows)
+                conn.execute(B.insert(), [{"job_id": r["id"], "bytes": 0} for r in rows])
                 counts.bump(conn, counts.tally((service, owner, phase.value, str(r["id"]))
                                                for r in rows))
 

@@ -56,7 +56,13 @@ def kept(rows) -> int | None:
 def put(conn: sa.Connection, job_id: str, before: int | None, size: int, *,
         service: str, owner: str, counted: bool) -> None:
     """Record that the job keeps ``size`` bytes, ``before`` being what :func:`lock`
-    read; its owner's total follows when the job is ``counted`` (not archived)."""
+    read; its owner's total follows when the job is ``counted`` (not archived).
+
+    Every job has its row from its creation (revision 0012 gave one to older jobs):
+    a deletion racing this change waits on that row's lock, then subtracts what was
+    committed.  A row missing all the same (removed by hand) is made again, but a
+    deletion at that moment cannot see it and would leave the total too high until
+    ``uws db recount``."""
     if before is None:
         _INSERT.run(conn, {"job_id": job_id, "bytes": size})
     elif before != size:
