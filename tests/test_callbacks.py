@@ -11,11 +11,14 @@ import hashlib
 import hmac
 import http.server
 import json
+import socket
+import ssl
 import threading
 import time
 import types
 
 import pytest
+import trustme
 from lxml import etree
 
 from uws import callbacks, delivery
@@ -28,7 +31,7 @@ from uws.timeutil import now
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
-from uwshelp import job_id, job_xml
+from uwshelp import ByteServer, job_id, job_xml
 
 SECRET = "s3cret"
 CB = {"cb": "urn:ivoa-uws-server:callback"}
@@ -230,6 +233,75 @@ def test_slow_receiver_blocks_neither_requests_nor_jobs(client, receiver):
     assert time.monotonic() - started < 5, r.data
     receiver.hold.set()
     assert until(lambda: len(receiver.requests) == 2)
+
+
+def quick_service(*hosts: str) -> types.SimpleNamespace:
+    return types.SimpleNamespace(callback_hosts=hosts, callback_secret=None,
+                                 callback_timeout=0.5)
+
+
+def test_a_receiver_trickling_its_head_is_given_up_at_twice_the_timeout():
+    """Each byte would restart a read timeout; four such receivers would otherwise
+    hold every delivery thread of a server for hours."""
+    server = ByteServer("head", size=4096)
+    try:
+        started = time.monotonic()
+        with pytest.raises(callbacks.CallbackError, match="did not answer in time"):
+            delivery.post(f"{server.base}/hook", b"{}", quick_service("127.0.0.1"))
+        assert time.monotonic() - started < 1.5
+    finally:
+        server.close()
+
+
+def test_a_receiver_trickling_its_body_is_delivered_to_and_let_go_at_twice_the_timeout():
+    """Its status came in time: that is the outcome; the rest is not waited for."""
+    server = ByteServer("body", size=4096)
+    try:
+        started = time.monotonic()
+        assert delivery.post(f"{server.base}/hook", b"{}", quick_service("127.0.0.1")) == 200
+        assert time.monotonic() - started < 1.5
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A CA this process trusts, and hooks.example resolving to 127.0.0.1: call it
+    with the name a receiver's certificate is for, to get that receiver's TLS context."""
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: real(
+        "127.0.0.1" if host == "hooks.example" else host, *a, **kw))
+
+    def context_for(name: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert(name).configure_cert(context)
+        return context
+    return context_for
+
+
+def test_an_https_receiver_is_sent_its_hosts_name_and_checked_against_it(tls):
+    server = ByteServer(tls=tls("hooks.example"))
+    try:
+        url = f"https://hooks.example:{server.port}/hook"
+        assert delivery.post(url, b"{}", quick_service("hooks.example")) == 200
+        assert f"Host: hooks.example:{server.port}".encode() in server.requests[0]
+    finally:
+        server.close()
+
+
+def test_an_https_receiver_with_a_certificate_for_another_name_is_not_sent_to(tls):
+    server = ByteServer(tls=tls("other.example"))
+    try:
+        with pytest.raises(callbacks.CallbackError, match="TLS"):
+            delivery.post(f"https://hooks.example:{server.port}/hook", b"{}",
+                          quick_service("hooks.example"))
+        assert server.requests == []
+    finally:
+        server.close()
 
 
 # -- what users see --------------------------------------------------------------------

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import threading
+import time
 
 import pytest
+import trustme
 
 from uws.execution import fetch as fetch_mod
 from uws.execution.fetch import FetchError, fetch, public
 
 from conftest import free_port
+from uwshelp import ByteServer
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -174,3 +178,73 @@ def test_global_addresses_are_public(address):
 @pytest.mark.parametrize("address", ["2002:7f00:1::1", "2002:a9fe:a9fe::1", "::ffff:10.0.0.1"])
 def test_an_internal_ipv4_address_inside_ipv6_is_not_public(address):
     assert not public(address)      # 6to4 and mapped forms of 127.0.0.1, 169.254..., 10...
+
+
+@pytest.mark.parametrize("trickle", ["head", "body"])
+def test_a_server_trickling_its_answer_is_cut_off_at_the_fetchs_deadline(tmp_path, trickle):
+    """Each byte would restart a read timeout: the deadline holds for the whole fetch."""
+    server = ByteServer(trickle, size=100_000)
+    try:
+        started = time.monotonic()
+        with pytest.raises(FetchError, match="timed out"):
+            fetch(f"{server.base}/f", tmp_path / "out", allow_hosts=["127.0.0.1"], timeout=1.0)
+        assert time.monotonic() - started < 2.0
+        assert not (tmp_path / "out").exists()
+    finally:
+        server.close()
+
+
+# -- https --------------------------------------------------------------------------------
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A CA this process trusts, and files.example resolving to 127.0.0.1: call it
+    with the name a server's certificate is for, to get that server's TLS context."""
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    real = socket.getaddrinfo
+    monkeypatch.setattr(fetch_mod.socket, "getaddrinfo", lambda host, *a, **kw: real(
+        "127.0.0.1" if host == "files.example" else host, *a, **kw))
+
+    def context_for(name: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert(name).configure_cert(context)
+        return context
+    return context_for
+
+
+def test_https_is_fetched_with_the_certificate_checked_against_the_hosts_name(tmp_path, tls):
+    server = ByteServer(size=5, tls=tls("files.example"))
+    try:
+        url = f"https://files.example:{server.port}/f"
+        assert fetch(url, tmp_path / "out", allow_hosts=["files.example"]) == 5
+        assert f"Host: files.example:{server.port}".encode() in server.requests[0]
+    finally:
+        server.close()
+
+
+def test_a_certificate_for_another_name_fails_the_fetch(tmp_path, tls):
+    server = ByteServer(size=5, tls=tls("other.example"))
+    try:
+        with pytest.raises(FetchError, match="the TLS handshake failed"):
+            fetch(f"https://files.example:{server.port}/f", tmp_path / "out",
+                  allow_hosts=["files.example"])
+        assert not (tmp_path / "out").exists()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("trickle", ["head", "body"])
+def test_a_tls_server_trickling_its_answer_is_cut_off_at_the_deadline(tmp_path, tls, trickle):
+    """The deadline shuts a socket down under TLS too, waking a read blocked in it."""
+    server = ByteServer(trickle, size=100_000, tls=tls("files.example"))
+    try:
+        started = time.monotonic()
+        with pytest.raises(FetchError, match="timed out"):
+            fetch(f"https://files.example:{server.port}/f", tmp_path / "out",
+                  allow_hosts=["files.example"], timeout=1.0)
+        assert time.monotonic() - started < 2.0
+    finally:
+        server.close()

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -111,3 +113,73 @@ def gone(pids) -> bool:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(")")[-1].split()[0] != "Z"
     return not any(alive(p) for p in pids)
+
+
+class ByteServer:
+    """A server on 127.0.0.1 (TLS with ``tls``, a server-side SSLContext) that
+    answers every request with a 200 of ``size`` bytes and records what it was sent;
+    with ``trickle``, one byte every ``interval`` seconds from its status line on
+    (``"head"``) or from its body on (``"body"``): a peer no read timeout catches."""
+
+    def __init__(self, trickle: str | None = None, *, size: int = 2, tls=None,
+                 interval: float = 0.1):
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.1)
+        self._trickle, self._tls, self._interval = trickle, tls, interval
+        self._answer_bytes = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size, b"x" * size
+        self._stop = threading.Event()
+        self.port = self._server.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.requests: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        head, body = self._answer_bytes
+        try:
+            if self._tls is not None:
+                conn.settimeout(5)
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            with conn:
+                self.requests.append(_read_request(conn))
+                at_once = {None: head + body, "body": head}.get(self._trickle, b"")
+                conn.sendall(at_once)
+                for byte in (head + body)[len(at_once):]:
+                    if self._stop.wait(self._interval):
+                        return
+                    conn.sendall(bytes([byte]))
+        except OSError:
+            return      # the client gave up, or refused the certificate
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """A request's head and body, all of it: closing on unread bytes would reset the
+    connection, and the client might see that before the answer."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].lower()
+    length = int(head.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0]) \
+        if b"content-length:" in head else 0
+    while len(data) < len(head) + 4 + length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data

@@ -1,9 +1,10 @@
 """Delivering callbacks: a few threads per server process POST due outbox rows.
 
 Never in a request thread nor in a job's process: a slow or dead receiver holds
-one of these threads for at most the service's ``callback_timeout`` (twice:
-connect, then read), and the outbox row stays leased meanwhile, so no other
-thread or process attempts it at the same time.
+one of these threads for at most twice the service's ``callback_timeout`` (the
+whole attempt's deadline, however slowly it trickles its answer: uws.pinned), and
+the outbox row stays leased meanwhile, so no other thread or process attempts it
+at the same time.
 
 What is sent is made by the payload maker registered for the row's subject kind
 (``@payload_maker("job")``, ``@payload_maker("batch")`` below); a new kind of subject
@@ -11,10 +12,12 @@ registers its own and adds its rows with :func:`uws.store.callbacks.add_delivery
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -22,10 +25,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-from requests.adapters import HTTPAdapter
-
 from . import callbacks, timeutil
+from .pinned import PinnedConnection
 from .render import batch as render_batch
 from .render import json as render_json
 from .render.xml import Links
@@ -126,10 +127,10 @@ class Deliverer:
             self._wake.clear()
 
     def _lease_seconds(self) -> float:
-        """Longer than any attempt can take (connect and read, for each address)."""
+        """Longer than any attempt can take (its deadline, :func:`post`)."""
         longest = max((s.callback_timeout for s in self.api.config.services.values()),
                       default=10.0)
-        return 2 * longest * MAX_ADDRESSES + 30
+        return 2 * longest + 30
 
     def deliver(self, row, worker: str) -> None:
         """One attempt at ``row`` (leased to ``worker``), and its outcome recorded."""
@@ -175,52 +176,39 @@ class Deliverer:
 def post(url: str, body: bytes, service) -> int:
     """POST ``body`` to ``url`` (its addresses checked again now, and connected to
     as checked; no redirect followed); the HTTP status.  CallbackError when no
-    checked address answers."""
+    checked address answers, or the exchange outlasts ``callback_timeout`` twice
+    (connecting, then the answer), however slowly the receiver trickles bytes."""
     target = callbacks.target(url, service.callback_hosts)
-    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-               "Host": urlsplit(url).netloc,
-               **callbacks.signed_headers(service.callback_secret, int(time.time()), body)}
-    timeout = (service.callback_timeout, service.callback_timeout)
-    for address in target.addresses[:MAX_ADDRESSES]:
-        with requests.Session() as session:
-            session.trust_env = False       # no proxy, no .netrc credentials
-            session.mount(f"{target.scheme}://", _PinnedAdapter(target.host))
-            try:
-                response = session.post(_pinned_url(url, address, target.port), data=body,
-                                        headers=headers, timeout=timeout,
-                                        allow_redirects=False, stream=True)
-            except requests.ConnectionError:
-                continue            # another checked address may answer
-            except requests.RequestException as exc:
-                raise callbacks.CallbackError(_reason(exc)) from None
-            with response:
-                response.raw.read(MAX_RESPONSE_BYTES, decode_content=False)
-                return response.status_code
-    raise callbacks.CallbackError("the receiver cannot be reached")
-
-
-def _pinned_url(url: str, address: str, port: int) -> str:
-    """``url`` with its host replaced by the checked ``address``."""
     parts = urlsplit(url)
-    shown = f"[{address}]" if ":" in address else address
-    return parts._replace(netloc=f"{shown}:{port}").geturl()
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+               "Host": parts.netloc,
+               **callbacks.signed_headers(service.callback_secret, int(time.time()), body)}
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    conn = PinnedConnection(target.host, target.port, target.addresses[:MAX_ADDRESSES],
+                            tls=target.scheme == "https", timeout=service.callback_timeout,
+                            deadline=time.monotonic() + 2 * service.callback_timeout)
+    try:
+        conn.connect()
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+    except (OSError, http.client.HTTPException) as exc:
+        reason = _failure(exc, conn)
+        conn.close()
+        raise callbacks.CallbackError(reason) from None
+    try:    # the status says it all: some of the body is read, politely, then dropped
+        response.read(MAX_RESPONSE_BYTES)
+    except (OSError, http.client.HTTPException):
+        pass
+    finally:
+        conn.close()
+    return response.status
 
 
-def _reason(exc: requests.RequestException) -> str:
-    if isinstance(exc, requests.Timeout):
+def _failure(exc: Exception, conn: PinnedConnection) -> str:
+    if conn.expired or isinstance(exc, TimeoutError):
         return "the receiver did not answer in time"
+    if isinstance(exc, ssl.SSLError):
+        return "the TLS connection to the receiver failed"
+    if conn.sock is None:       # no checked address accepted the connection
+        return "the receiver cannot be reached"
     return f"the request failed ({type(exc).__name__})"
-
-
-class _PinnedAdapter(HTTPAdapter):
-    """Connections to a checked address that still present, and verify TLS
-    certificates for, the URL's host name."""
-
-    def __init__(self, host: str):
-        self._host = host
-        super().__init__(max_retries=0)
-
-    def init_poolmanager(self, *args, **kwargs):
-        kwargs["server_hostname"] = self._host
-        kwargs["assert_hostname"] = self._host
-        super().init_poolmanager(*args, **kwargs)

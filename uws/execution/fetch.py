@@ -10,7 +10,8 @@ inputs of command runners):
 - the connection goes to an address that was checked: the name is resolved
   once per request, so a second answer (DNS rebinding) cannot redirect it;
 - redirects are followed here, a bounded number, each target checked again;
-- the body is capped in size and the whole fetch in time.
+- the body is capped in size and the whole fetch in time (a deadline that ends
+  even a server sending a byte now and then: uws.pinned).
 
 Errors say nothing about internal hosts: a refused address, a closed port, an
 unreachable host and a failed name lookup all give the same message.
@@ -26,6 +27,8 @@ import socket
 import ssl
 import time
 from urllib.parse import urljoin, urlsplit
+
+from ..pinned import PinnedConnection
 
 MAX_REDIRECTS = 5
 TIMEOUT_SECONDS = 60.0
@@ -52,7 +55,7 @@ def fetch(url: str, dest, *, allow_hosts=(), max_bytes: int = DEFAULT_MAX_BYTES,
                 continue
             if response.status != 200:
                 raise FetchError(f"cannot fetch {url}: the server answered {response.status}")
-            return _save(response, dest, url, max_bytes, deadline)
+            return _save(response, conn, dest, url, max_bytes)
         finally:
             conn.close()
     raise FetchError(f"cannot fetch {url}: more than {max_redirects} redirects")
@@ -71,18 +74,20 @@ def _request(url: str, allowed: set, deadline: float):
         raise FetchError(f"cannot fetch {url}: not a valid URL")
     addresses = _addresses(host, port, url, checked=not listed(host, allowed))
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    conn = _PinnedConnection(host, port, addresses, scheme == "https", _left(deadline, url))
+    conn = PinnedConnection(host, port, addresses, tls=scheme == "https", deadline=deadline,
+                            timeout=_left(deadline, url))
     try:
         conn.putrequest("GET", path, skip_accept_encoding=True)
         conn.putheader("Accept-Encoding", "identity")
         conn.putheader("User-Agent", "uws-fetch")
         conn.endheaders()
         return conn.getresponse(), conn
-    except ssl.SSLError:
+    except (OSError, http.client.HTTPException) as exc:
         conn.close()
-        raise FetchError(f"cannot fetch {url}: the TLS handshake failed") from None
-    except (OSError, http.client.HTTPException):
-        conn.close()
+        if conn.expired:
+            raise _timed_out(url) from None
+        if isinstance(exc, ssl.SSLError):
+            raise FetchError(f"cannot fetch {url}: the TLS handshake failed") from None
         raise _unreachable(url) from None
 
 
@@ -131,11 +136,15 @@ def _unreachable(url: str) -> FetchError:
 def _left(deadline: float, url: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise FetchError(f"cannot fetch {url}: timed out")
+        raise _timed_out(url)
     return left
 
 
-def _save(response, dest, url: str, max_bytes: int, deadline: float) -> int:
+def _timed_out(url: str) -> FetchError:
+    return FetchError(f"cannot fetch {url}: timed out")
+
+
+def _save(response, conn: PinnedConnection, dest, url: str, max_bytes: int) -> int:
     length = response.getheader("Content-Length")
     if length and length.strip().isdigit() and int(length) > max_bytes:
         raise FetchError(f"cannot fetch {url}: larger than {max_bytes} bytes")
@@ -143,11 +152,14 @@ def _save(response, dest, url: str, max_bytes: int, deadline: float) -> int:
     try:
         with open(dest, "wb") as out:
             while True:
-                _left(deadline, url)
                 try:
                     chunk = response.read(CHUNK)
                 except (OSError, http.client.HTTPException):
+                    if conn.expired:
+                        raise _timed_out(url) from None
                     raise FetchError(f"cannot fetch {url}: the transfer failed") from None
+                if conn.expired:    # the timer's shutdown can look like the body's end
+                    raise _timed_out(url)
                 if not chunk:
                     return size
                 size += len(chunk)
@@ -160,30 +172,3 @@ def _save(response, dest, url: str, max_bytes: int, deadline: float) -> int:
         except OSError:
             pass
         raise
-
-
-class _PinnedConnection(http.client.HTTPConnection):
-    """An HTTP(S) connection to ``host`` made to one of the checked ``addresses``
-    (TLS still verifies the certificate against the host name)."""
-
-    def __init__(self, host, port, addresses, tls: bool, timeout: float):
-        super().__init__(host, port, timeout=timeout)
-        self._addresses = addresses
-        self._tls = tls
-
-    def connect(self):
-        for address in self._addresses:
-            try:
-                sock = socket.create_connection((address, self.port), self.timeout)
-                break
-            except OSError:
-                continue
-        else:
-            raise OSError("no address answered")
-        if self._tls:
-            try:
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
-            except BaseException:
-                sock.close()
-                raise
-        self.sock = sock
