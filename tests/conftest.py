@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import trustme
 from flask.testing import FlaskClient
 from lxml import etree
 
@@ -203,3 +205,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A CA this process trusts (as it would the system's), and every ``*.example``
+    name resolving to 127.0.0.1: call it with the name a server's certificate is for,
+    to get that server's TLS context."""
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: real(
+        "127.0.0.1" if str(host).endswith(".example") else host, *a, **kw))
+
+    def context_for(name: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert(name).configure_cert(context)
+        return context
+    return context_for

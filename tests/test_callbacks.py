@@ -11,14 +11,11 @@ import hashlib
 import hmac
 import http.server
 import json
-import socket
-import ssl
 import threading
 import time
 import types
 
 import pytest
-import trustme
 from lxml import etree
 
 from uws import callbacks, delivery
@@ -262,25 +259,6 @@ def test_a_receiver_trickling_its_body_is_delivered_to_and_let_go_at_twice_the_t
         assert time.monotonic() - started < 1.5
     finally:
         server.close()
-
-
-@pytest.fixture
-def tls(tmp_path, monkeypatch):
-    """A CA this process trusts, and hooks.example resolving to 127.0.0.1: call it
-    with the name a receiver's certificate is for, to get that receiver's TLS context."""
-    ca = trustme.CA()
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    real = socket.getaddrinfo
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: real(
-        "127.0.0.1" if host == "hooks.example" else host, *a, **kw))
-
-    def context_for(name: str) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert(name).configure_cert(context)
-        return context
-    return context_for
 
 
 def test_an_https_receiver_is_sent_its_hosts_name_and_checked_against_it(tls):

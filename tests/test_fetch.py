@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import http.server
 import socket
-import ssl
 import threading
 import time
 
 import pytest
-import trustme
 
 from uws.execution import fetch as fetch_mod
 from uws.execution.fetch import FetchError, fetch, public
@@ -195,24 +193,6 @@ def test_a_server_trickling_its_answer_is_cut_off_at_the_fetchs_deadline(tmp_pat
 
 
 # -- https --------------------------------------------------------------------------------
-
-@pytest.fixture
-def tls(tmp_path, monkeypatch):
-    """A CA this process trusts, and files.example resolving to 127.0.0.1: call it
-    with the name a server's certificate is for, to get that server's TLS context."""
-    ca = trustme.CA()
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    real = socket.getaddrinfo
-    monkeypatch.setattr(fetch_mod.socket, "getaddrinfo", lambda host, *a, **kw: real(
-        "127.0.0.1" if host == "files.example" else host, *a, **kw))
-
-    def context_for(name: str) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert(name).configure_cert(context)
-        return context
-    return context_for
 
 
 def test_https_is_fetched_with_the_certificate_checked_against_the_hosts_name(tmp_path, tls):
