@@ -112,7 +112,10 @@ def test_repeat_counts_against_the_owners_job_quota(tmp_path, db_url):
         shutdown(application)
 
 
-@pytest.mark.parametrize("extra", [{"DURATION": "5"}, {"RUNID": "other"}, {"PHASE": "ABORT"}])
+@pytest.mark.parametrize("extra", [
+    {"DURATION": "5"}, {"RUNID": "other"}, {"PHASE": "ABORT"}, {"PRIORITY": "0"},
+    {"STARTAFTER": "2030-01-01T00:00:00Z"}, {"CALLBACK": "http://127.0.0.1:1/x"},
+    {"METHOD": "DELETE"}])
 def test_repeat_with_anything_but_phase_run_answers_400(client, extra):
     path = create(client)
     assert repeat(client, path, **extra).status_code == 400

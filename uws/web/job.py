@@ -146,7 +146,11 @@ def _repeat(service: str, job_id: str, control: dict, pairs):
     phase = _phase_word(single(control, "PHASE"))
     if phase == "ABORT":
         raise BadRequest("PHASE: only RUN may go with ACTION=REPEAT")
-    if pairs or uploads() or single(control, "RUNID") is not None:
+    others = sorted(set(control) - {"ACTION", "PHASE"})
+    if others:      # PRIORITY, CALLBACK, ...: the copy keeps the job's, never another
+        raise BadRequest(f"{others[0]}: ACTION=REPEAT copies the job as it is, "
+                         "with nothing but PHASE=RUN")
+    if pairs or uploads():
         raise BadRequest("ACTION=REPEAT copies the job as it is: send no parameters with it")
     new_id = jobs_api().repeat(service, job_id, caller(), run=phase == "RUN")
     return see_other(job_url(service, new_id))
