@@ -30,6 +30,14 @@ def test_a_cross_site_delete_by_referer_is_refused(client):
     assert client.get(path).status_code == 200
 
 
+@pytest.mark.parametrize("header", ["Origin", "Referer"])
+@pytest.mark.parametrize("source", ["http://[::1", "http://[zz]", "http://a:b:c]"])
+def test_an_origin_that_is_no_url_is_refused_as_cross_site(client, header, source):
+    r = client.post("/sleep", data={"DURATION": "0"}, headers={header: source})
+    assert r.status_code == 403
+    assert b"jobref" not in client.get("/sleep").data
+
+
 def test_a_same_origin_form_post_is_accepted(client):
     r = client.post("/sleep", data={"DURATION": "0"}, headers={"Origin": "http://localhost"})
     assert r.status_code == 303

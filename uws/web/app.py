@@ -191,8 +191,11 @@ def _same_origin_only() -> None:
     source = request.headers.get("Origin") or request.headers.get("Referer")
     if not source:
         return
-    if urlsplit(source).netloc.lower() not in {request.host.lower(),
-                                               urlsplit(base_url()).netloc.lower()}:
+    try:
+        netloc = urlsplit(source).netloc.lower()
+    except ValueError:      # "http://[::1": no site at all, so not ours
+        netloc = None
+    if netloc not in {request.host.lower(), urlsplit(base_url()).netloc.lower()}:
         raise Forbidden(f"cross-site request from {source!r} refused")
 
 
