@@ -111,11 +111,13 @@ class MemoryStore:
     def set_destruction(self, job_id, when):
         return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
 
-    def set_parameters(self, job_id, replace, params, run_id=None):
+    def set_parameters(self, job_id, replace, params, run_id=None, then=None):
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None or job.phase is not Phase.PENDING:
                 return False
+            if then is not None:
+                then()      # before the change: its error leaves the job as it was
             job.parameters = [p for p in job.parameters if p.name not in replace] + params
             if run_id is not None:
                 job.run_id = run_id

@@ -9,6 +9,8 @@ import io
 
 import pytest
 
+from uws.model import Parameter
+
 from uwshelp import (
     ACTIVE,
     NS,
@@ -227,3 +229,85 @@ def test_a_post_to_the_job_with_a_bad_phase_changes_nothing(client, query, body)
 def test_update_of_an_unknown_job_answers_404(client):
     r = client.post("/sleep/0123456789abcdef0123456789abcdef/parameters", data={"DURATION": "1"})
     assert r.status_code == 404
+
+
+# -- a deletion or a start during the change ---------------------------------------------
+
+@pytest.fixture
+def uploads_job(client, api):
+    """(client, api, path, its folder) of a checksum job holding one upload."""
+    path = create_checksum(client, b"first content")
+    return client, api, path, api.files.job_dir(job_id(path))
+
+
+def replace_file(client, path: str):
+    return client.put(f"{path}/parameters/FILE", data=b"second",
+                      content_type="application/octet-stream")
+
+
+def test_a_deletion_before_an_upload_is_staged_answers_404_and_leaves_no_folder(
+        uploads_job, monkeypatch):
+    client, api, path, folder = uploads_job
+    stage = api.uploads.stage
+
+    def deleted_first(*args):
+        api.delete("checksum", job_id(path))
+        return stage(*args)     # makes the job's folder again
+    monkeypatch.setattr(api.uploads, "stage", deleted_first)
+    assert replace_file(client, path).status_code == 404
+    assert not folder.exists()
+
+
+def test_a_deletion_right_after_an_upload_change_leaves_no_folder(uploads_job, monkeypatch):
+    client, api, path, folder = uploads_job
+    change = api.store.set_parameters
+
+    def deleted_after(*args, **kwargs):
+        changed = change(*args, **kwargs)
+        api.delete("checksum", job_id(path))
+        return changed
+    monkeypatch.setattr(api.store, "set_parameters", deleted_after)
+    assert replace_file(client, path).status_code == 303    # changed, then deleted
+    assert client.get(path).status_code == 404
+    assert not folder.exists()
+
+
+def test_a_deletion_while_an_upload_is_staged_answers_404_not_500(uploads_job, monkeypatch):
+    client, api, path, folder = uploads_job
+    size = api.uploads.size
+
+    def deleted_meanwhile(staged):
+        api.delete("checksum", job_id(path))    # its staged file goes with the folder
+        return size(staged)
+    monkeypatch.setattr(api.uploads, "size", deleted_meanwhile)
+    assert replace_file(client, path).status_code == 404
+    assert not folder.exists()
+
+
+def test_the_new_file_is_in_place_before_the_change_is_committed(uploads_job, monkeypatch):
+    """A RUN waits for the change's lock: the job must not start with the old file."""
+    client, api, path, folder = uploads_job
+    change = api.store.set_parameters
+    seen = []
+
+    def watched(*args, then=None, **kwargs):
+        def install_then_look():
+            then()
+            seen.append((folder / "uploads" / "FILE").read_bytes())
+        return change(*args, then=install_then_look, **kwargs)
+    monkeypatch.setattr(api.store, "set_parameters", watched)
+    assert replace_file(client, path).status_code == 303
+    assert seen == [b"second"]
+
+
+def test_a_failure_to_install_an_upload_changes_nothing(uploads_job):
+    """What runs before the commit fails: the parameters stay as they were."""
+    client, api, path, _ = uploads_job
+    before = params_of(client, path)
+
+    def failing():
+        raise OSError("disk full")
+    with pytest.raises(OSError):
+        api.store.set_parameters(job_id(path), {"ALGORITHM"}, [Parameter("ALGORITHM", "md5")],
+                                 then=failing)
+    assert params_of(client, path) == before

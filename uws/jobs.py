@@ -340,20 +340,40 @@ class Jobs:
             raise BadRequest(str(exc)) from None
         if not values and run_id is None:
             return
-        params, staged = self.uploads.stage(job_id, values)
+        try:
+            params, staged = self.uploads.stage(job_id, values)
+        except FileNotFoundError:   # the job's folder removed by a deletion meanwhile?
+            self._unless_deleted_meanwhile(service_name, job_id, caller)
+            raise
         replace = {v.name for v in values if not service.spec(v.name).multiple}
         try:
             if staged:
                 self.check_quota(service, caller.owner, service.quota(caller.owner),
                                  adding=self.uploads.size(staged))
-            if not self.store.set_parameters(job_id, replace, params, run_id):
-                raise Forbidden("parameters cannot change once a job has started")
-        except BaseException:
+            # the files go in under the job's lock, with the change or not at all: a
+            # RUN waits for them, and a refused change replaces no file
+            changed = self.store.set_parameters(
+                job_id, replace, params, run_id, then=lambda: self.uploads.install(job_id, staged))
+        except BaseException as exc:
             self.uploads.discard(staged)
+            if isinstance(exc, FileNotFoundError):
+                self._unless_deleted_meanwhile(service_name, job_id, caller)
             raise
-        self.uploads.install(job_id, staged)
+        if not changed:
+            self.uploads.discard(staged)
+            phase = self._unless_deleted_meanwhile(service_name, job_id, caller)
+            raise Forbidden(f"parameters cannot change once a job is {phase.value}")
         if staged:
             self.store.set_stored_bytes(job_id, self.files.usage(job_id).total)
+
+    def _unless_deleted_meanwhile(self, service: str, job_id: str, caller: Caller) -> Phase:
+        """The job's phase; NotFound if a deletion took it during a change, its folder
+        (which staging may have made again) removed."""
+        try:
+            return self._phase(service, job_id, caller)
+        except NotFound:
+            self.files.remove(job_id)
+            raise
 
     # -- when and in which order the job starts ------------------------------------
 

@@ -231,9 +231,12 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             usage.recount(conn)
 
     def set_parameters(self, job_id: str, replace: set[str], params: list[Parameter],
-                       run_id: str | None = None) -> bool:
+                       run_id: str | None = None,
+                       then: Callable[[], None] | None = None) -> bool:
         """While PENDING: drop the named parameters, then add ``params`` (and set
-        the run id when one is given)."""
+        the run id when one is given).  ``then`` runs before the commit, the job's
+        row locked: what must happen with the change or not at all (its error rolls
+        the change back), and before the job can start."""
         fields = {"phase": Phase.PENDING.value}
         if run_id is not None:
             fields["run_id"] = run_id
@@ -251,6 +254,8 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                 start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(P.c.seq), -1))
                                      .where(P.c.job_id == job_id)).scalar_one() + 1
                 conn.execute(P.insert(), _param_rows(job_id, params, start))
+            if then is not None:
+                then()
         return True
 
     def delete_job(self, job_id: str, service: str | None = None,
