@@ -108,7 +108,10 @@ class MemoryStore:
     def set_execution_duration(self, job_id, seconds):
         return self._set_while(job_id, phases.NOT_STARTED, execution_duration=seconds)
 
-    def set_destruction(self, job_id, when):
+    def set_destruction(self, job_id, when, now):
+        job = self.jobs.get(job_id)
+        if job is not None and job.destruction is not None and job.destruction <= now:
+            return False    # a time come is final (uws.store.transitions)
         return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
 
     def set_parameters(self, job_id, replace, params, run_id=None, then=None):

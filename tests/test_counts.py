@@ -63,7 +63,8 @@ def churn(store, seed: int, rounds: int, dead_worker: str) -> None:
         elif fate == "delete":
             store.delete_job(job.id)
         elif fate == "expire":
-            store.set_destruction(job.id, timeutil.now() - dt.timedelta(seconds=1))
+            store.set_destruction(job.id, timeutil.now() - dt.timedelta(seconds=1),
+                                  timeutil.now())
         if fate in ("stay", "hold", "delete", "expire") or not store.mark_queued(job.id):
             continue
         if fate == "abort":

@@ -486,7 +486,7 @@ def test_a_failed_block_of_a_pipelined_transaction_raises_its_own_error(pg_store
         raise RuntimeError("something later in the transaction failed")
     assert pg_store.get_job(job.id, "svc", None).run_id == "run <1>"
     later = dt.datetime(2030, 1, 1)
-    assert pg_store.set_destruction(job.id, later)      # the next transaction runs
+    assert pg_store.set_destruction(job.id, later, job.creation_time)     # the next one runs
     assert pg_store.get_job(job.id, "svc", None).destruction == later
 
 

@@ -52,7 +52,7 @@ def _at_once(calls):
 def _expire(api, job_ids):
     past = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=1)
     for job_id in job_ids:
-        assert api.store.set_destruction(job_id, past)
+        assert api.store.set_destruction(job_id, past, past)
 
 
 def _overdue(api, job_id, when):
@@ -73,6 +73,20 @@ def test_concurrent_destruction_sweeps_forget_each_job_once(client, api):
     _at_once([s.destroy_expired for s in _sweepers(api)])
     assert api.store.phases_of(jobs) == {}
     assert all(client.get(f"/sleep/{j}").status_code == 404 for j in jobs)
+
+
+def test_a_destruction_time_that_has_come_cannot_be_moved_before_the_sweep(client, api):
+    """The sweep may have read the job as expired already: a later time granted now
+    would be a 303 for a job destroyed anyway."""
+    (job_id,) = _create(client, 1)
+    _expire(api, [job_id])
+    expired = api.store.get_job(job_id, "sleep", None).destruction
+    r = client.post(f"/sleep/{job_id}/destruction", data={"DESTRUCTION": "2099-01-01T00:00:00Z"})
+    assert r.status_code == 403
+    assert b"destruction time has come" in r.data
+    assert api.store.get_job(job_id, "sleep", None).destruction == expired
+    _sweepers(api)[0].destroy_expired()
+    assert client.get(f"/sleep/{job_id}").status_code == 404
 
 
 def test_concurrent_deadline_sweeps_abort_each_overdue_job_once(client, api):

@@ -291,11 +291,14 @@ class Jobs:
                         caller: Caller = ANONYMOUS) -> None:
         """Set the destruction time (no later than the service allows).  Raises
         NotFound, BadRequest (not an ISO 8601 time, or in the past), Forbidden
-        (another owner's job, or an archived one)."""
+        (another owner's job, an archived one, or one whose destruction time has
+        come: it is destroyed at the next sweep, whatever is asked now)."""
         job = self.get(service, job_id, caller)
         when = self._granted_destruction(self.service(service), job, text)
-        if not self.store.set_destruction(job_id, when):
-            raise Forbidden("cannot change the destruction time of an archived job")
+        if not self.store.set_destruction(job_id, when, timeutil.now()):
+            if self.get(service, job_id, caller).phase is Phase.ARCHIVED:
+                raise Forbidden("cannot change the destruction time of an archived job")
+            raise Forbidden("the job's destruction time has come: it cannot be changed")
 
     def _granted_destruction(self, service: Service, job: Job, text: str):
         try:

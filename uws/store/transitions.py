@@ -115,9 +115,13 @@ class JobChanges(StorePart):
         """While the job has not started; False otherwise."""
         return self._set_while(job_id, phases.NOT_STARTED, execution_duration=seconds)
 
-    def set_destruction(self, job_id: str, when: dt.datetime) -> bool:
-        """While the job is not archived; False otherwise."""
-        return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, destruction=when)
+    def set_destruction(self, job_id: str, when: dt.datetime, now: dt.datetime) -> bool:
+        """While the job is not archived and its destruction time is after ``now``;
+        False otherwise.  A time come is final: the sweep that destroys the job
+        (uws.sweeps) may already have read it, and would destroy the job anyway."""
+        not_due = sa.or_(J.c.destruction.is_(None), J.c.destruction > now)
+        return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, not_due,
+                               destruction=when)
 
     def set_priority(self, job_id: str, priority: int, in_phases: Iterable[Phase]) -> bool:
         """While the job is in one of ``in_phases``; False otherwise."""
@@ -154,9 +158,10 @@ class JobChanges(StorePart):
         if logged:
             self._changed(EVENTS_KEY)
 
-    def _set_while(self, job_id: str, in_phases: Iterable[Phase], **fields) -> bool:
+    def _set_while(self, job_id: str, in_phases: Iterable[Phase], *conditions,
+                   **fields) -> bool:
         stmt = (J.update().where(J.c.id == job_id,
-                                 J.c.phase.in_([p.value for p in in_phases]))
+                                 J.c.phase.in_([p.value for p in in_phases]), *conditions)
                 .values(**fields))
         with writing(self.engine) as conn:
             return conn.execute(stmt).rowcount == 1
