@@ -236,7 +236,8 @@ def _result_url(job) -> str:
     return path_of(job.find("uws:results/uws:result", NS).get(HREF))
 
 
-@pytest.mark.parametrize("header", ["bytes=0-1,5-6", "items=0-5"])
+@pytest.mark.parametrize("header", ["bytes=0-1,5-6", "items=0-5", "bytes=0-0,0-0,0-0",
+                                    "bytes=0-1,", ",".join(["bytes=0-0"] + ["1-1"] * 5000)])
 def test_ranges_we_do_not_serve_are_ignored_with_the_whole_file(client, completed, header):
     """RFC 9110 §14.2: another unit MUST be ignored; several ranges may be."""
     url = _result_url(completed[1])
@@ -264,6 +265,50 @@ def test_a_result_revalidates_with_its_etag(client, completed):
     url = _result_url(completed[1])
     etag = client.get(url).headers["ETag"]
     assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+
+
+def test_a_result_revalidates_with_its_time(client, completed):
+    url = _result_url(completed[1])
+    stamp = client.get(url).headers["Last-Modified"]
+    assert client.get(url, headers={"If-Modified-Since": stamp}).status_code == 304
+    earlier = "Mon, 01 Jan 2001 00:00:00 GMT"
+    assert client.get(url, headers={"If-Modified-Since": earlier}).status_code == 200
+
+
+@pytest.mark.parametrize("range_", [None, "bytes=0-1"])
+def test_a_result_whose_etag_does_not_match_if_match_answers_412_without_it(
+        client, completed, range_):
+    """RFC 9110 §13.1.1: before any range; the file is not sent."""
+    url = _result_url(completed[1])
+    whole = client.get(url).data
+    headers = {"If-Match": '"not-its-etag"', **({"Range": range_} if range_ else {})}
+    r = client.get(url, headers=headers)
+    assert r.status_code == 412
+    assert whole not in r.data
+
+
+@pytest.mark.parametrize("tag", ["its own", "*"])
+def test_a_result_matching_if_match_is_sent(client, completed, tag):
+    url = _result_url(completed[1])
+    first = client.get(url)
+    r = client.get(url, headers={"If-Match": first.headers["ETag"] if tag == "its own" else "*"})
+    assert r.status_code == 200 and r.data == first.data
+
+
+def test_a_result_changed_since_if_unmodified_since_answers_412(client, completed):
+    url = _result_url(completed[1])
+    r = client.get(url, headers={"If-Unmodified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})
+    assert r.status_code == 412
+    later = client.get(url, headers={"If-Unmodified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"})
+    assert later.status_code == 200
+
+
+def test_a_range_of_a_result_not_modified_answers_304(client, completed):
+    url = _result_url(completed[1])
+    etag = client.get(url).headers["ETag"]
+    r = client.get(url, headers={"If-None-Match": etag, "Range": "bytes=0-1"})
+    assert r.status_code == 304 and r.data == b""
+    assert r.headers["ETag"] == etag
 
 
 def test_unknown_result_answers_404(client, completed):

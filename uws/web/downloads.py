@@ -5,8 +5,8 @@ import io
 
 from flask import request, send_file
 from werkzeug import Response
-from werkzeug.exceptions import RequestedRangeNotSatisfiable
-from werkzeug.http import parse_range_header
+from werkzeug.exceptions import PreconditionFailed, RequestedRangeNotSatisfiable
+from werkzeug.http import parse_date, parse_etags, parse_range_header
 from werkzeug.wsgi import wrap_file
 
 SANDBOX = "sandbox; default-src 'none'"
@@ -19,13 +19,24 @@ def download(opened, mime_type: str, name: str) -> Response:
     that is HTML can never run script on this origin.  Served from the open
     file, never by path again (see files._open_beneath)."""
     file, st = opened
+    etag = f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    answer = _preconditions(etag, int(st.st_mtime))
+    if answer is not None:
+        file.close()
+        if answer == 412:
+            raise PreconditionFailed("the file does not match the request's If-Match or "
+                                     "If-Unmodified-Since")
+        not_modified = Response(status=304)
+        not_modified.set_etag(etag)
+        not_modified.last_modified = st.st_mtime
+        return not_modified
     response: Response = send_file(file, mimetype=mime_type or "application/octet-stream",
                          as_attachment=True, download_name=name, conditional=False,
                          etag=False, max_age=0)
     response.content_type = mime_type or "application/octet-stream"   # as declared, verbatim
     response.content_length = st.st_size
     response.last_modified = st.st_mtime
-    response.set_etag(f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}")
+    response.set_etag(etag)
     try:
         response = response.make_conditional(_ranges_we_serve(st.st_size),
                                              accept_ranges=True, complete_length=st.st_size)
@@ -44,13 +55,37 @@ def download(opened, mime_type: str, name: str) -> Response:
     return response
 
 
+def _preconditions(etag: str, modified: int) -> int | None:
+    """RFC 9110 §13.2.2, in its order: 412 (If-Match, else If-Unmodified-Since), 304
+    (If-None-Match, else If-Modified-Since), or None to answer.  Before any range:
+    werkzeug's make_conditional skips them all for a 206 and sends a 412's body."""
+    headers = request.headers
+    if "If-Match" in headers:
+        if not parse_etags(headers["If-Match"]).contains(etag):     # strong, or "*"
+            return 412
+    elif (since := parse_date(headers.get("If-Unmodified-Since"))) is not None:
+        if modified > since.timestamp():
+            return 412
+    if "If-None-Match" in headers:
+        if parse_etags(headers["If-None-Match"]).contains_weak(etag):
+            return 304
+    elif (since := parse_date(headers.get("If-Modified-Since"))) is not None:
+        if modified <= since.timestamp():
+            return 304
+    return None
+
+
 def _ranges_we_serve(size: int) -> dict:
     """The request's environ with its Range header made one we answer as RFC 9110
     asks: another unit or several ranges are ignored (a full 200, which the RFC
-    allows), and a suffix longer than the file means the whole file."""
-    environ = dict(request.environ)
+    allows), and a suffix longer than the file means the whole file.  The
+    preconditions, already answered (:func:`_preconditions`), are left out."""
+    environ = {k: v for k, v in request.environ.items() if k not in _PRECONDITIONS}
     header = environ.get("HTTP_RANGE")
     if header is None:
+        return environ
+    if "," in header:       # several ranges, valid or not (overlapping, a last comma...)
+        environ.pop("HTTP_RANGE")
         return environ
     parsed = parse_range_header(header)
     if parsed is None:
@@ -64,6 +99,10 @@ def _ranges_we_serve(size: int) -> dict:
     if start < 0 and -start >= size > 0:
         environ["HTTP_RANGE"] = "bytes=0-"
     return environ
+
+
+_PRECONDITIONS = frozenset({"HTTP_IF_MATCH", "HTTP_IF_UNMODIFIED_SINCE", "HTTP_IF_NONE_MATCH",
+                            "HTTP_IF_MODIFIED_SINCE"})
 
 
 class FileSpan(io.RawIOBase):
