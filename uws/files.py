@@ -188,7 +188,7 @@ def _remove_tree(path: Path) -> bool:
 def _check_names(name: str) -> None:
     """NotFound for a relative name with a part that is not a plain file name
     (empty, ".", "..", hidden, or with characters of its own)."""
-    if not all(_SAFE_NAME.match(part) for part in name.split("/")):
+    if not all(_SAFE_NAME.fullmatch(part) for part in name.split("/")):
         raise NotFound(f"no file {name!r}")
 
 

@@ -6,7 +6,7 @@ import math
 import time
 from typing import NoReturn
 
-from . import creating, estimates, phases, queueing, timeutil
+from . import creating, estimates, numbers, phases, queueing, timeutil
 from .errors import BadRequest, Forbidden, NotFound, OverQuota
 from .holds import held_text
 from .model import Job, ListQuery, is_job_id
@@ -442,14 +442,18 @@ class Jobs:
 _ADMIN_PRIORITY_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.HELD})
 
 
+#: The longest execution duration a job is given (what the store keeps: 68 years).
+MAX_DURATION = 2**31 - 1
+
+
 def parse_duration(text: str) -> int:
     """Execution duration in whole seconds (fractions round up); BadRequest otherwise."""
     try:
-        value = float(text.strip())
+        value = numbers.decimal(text)
     except ValueError:
         raise BadRequest(f"EXECUTIONDURATION: not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if value < 0:
         raise BadRequest("EXECUTIONDURATION: must be a non-negative number of seconds")
-    if value > 2**31 - 1:
-        raise BadRequest("EXECUTIONDURATION: too large")
-    return math.ceil(value)
+    # the service clamps it to its maximum; beyond what the store keeps (68 years,
+    # or 1e999 read as infinity) it is the longest there is
+    return math.ceil(value) if value <= MAX_DURATION else MAX_DURATION

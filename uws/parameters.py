@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from . import timeutil
+from . import numbers, timeutil
 from .model import UPLOAD_MARKER, fits_xml, is_upload_value
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class ParamSpec:
                 raise ParameterError(self.name, f"must be one of {', '.join(self.choices)}")
             return text
         # file: a URL kept by reference (uploads never come through here)
-        if not URL_VALUE.match(text):
+        if not URL_VALUE.fullmatch(text):
             raise ParameterError(self.name, "must be an uploaded file or an http(s) URL")
         return text
 
@@ -144,17 +144,17 @@ def _num(x: float) -> str:
 
 def _parse_int(name: str, text: str) -> int:
     try:
-        return int(text.strip())
-    except ValueError:
-        raise ParameterError(name, f"not an integer: {text!r}") from None
+        return numbers.integer(text)
+    except ValueError as exc:
+        raise ParameterError(name, str(exc)) from None
 
 
 def _parse_float(name: str, text: str) -> float:
     try:
-        value = float(text.strip())
-    except ValueError:
-        raise ParameterError(name, f"not a number: {text!r}") from None
-    if not math.isfinite(value):
+        value = numbers.decimal(text)
+    except ValueError as exc:
+        raise ParameterError(name, str(exc)) from None
+    if not math.isfinite(value):    # 1e999
         raise ParameterError(name, f"not a finite number: {text!r}")
     return value
 

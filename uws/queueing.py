@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from . import timeutil
+from . import numbers, timeutil
 from .errors import BadRequest
 
 #: What an administrator may give as PRIORITY, whatever the service declares.
@@ -29,9 +29,9 @@ class Schedule:
 def parse_priority(text: str) -> int:
     """An integer; BadRequest otherwise."""
     try:
-        return int(text.strip())
-    except ValueError:
-        raise BadRequest(f"PRIORITY: not an integer: {text!r}") from None
+        return numbers.integer(text)
+    except ValueError as exc:
+        raise BadRequest(f"PRIORITY: {exc}") from None
 
 
 def check_priority(value: int, low: int, high: int, admin: bool) -> int:

@@ -109,7 +109,7 @@ class Service:
     callback_timeout: float = declared(10.0, min=0.1, max=300)   # connect, then read
 
     def __post_init__(self):
-        if not SERVICE_NAME.match(self.name):
+        if not SERVICE_NAME.fullmatch(self.name):
             raise ValueError(f"bad service name {self.name!r}")
         seen = set()
         for spec in self.parameters:

@@ -53,6 +53,8 @@ def parse_time(text: str) -> _dt.datetime:
     s = text.strip()
     if not s:
         raise ValueError("empty time")
+    if not s.isascii():     # "２０１５": other scripts' digits are not ISO 8601's
+        raise ValueError(f"not an ISO 8601 time: {text!r}")
     if s[-1] in "zZ":
         s = s[:-1] + "+00:00"
     try:

@@ -6,6 +6,7 @@ import dataclasses
 from flask import Blueprint, request
 from werkzeug.datastructures import FileStorage
 
+from .. import numbers
 from ..errors import BadRequest, NotFound, TooLarge
 from ..jobs import Caller
 from ..render import json as jsonr
@@ -81,7 +82,7 @@ def get_job(service: str, job_id: str):
 
 def _wait_seconds(text_value: str) -> int:
     try:
-        seconds = int(text_value)
+        seconds = numbers.integer(text_value)
     except ValueError:
         raise BadRequest(f"WAIT: not an integer number of seconds: {text_value!r}") from None
     if seconds < -1:    # UWS 1.1 §2.2.1.1 defines -1 (the longest wait) and nothing below

@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 from urllib.parse import urlencode
 
+from .. import numbers
 from ..errors import BadRequest
 from ..model import ListQuery, is_job_id
 from ..phases import Phase, parse_phase
@@ -91,9 +92,9 @@ def int_value(name: str, minimum: int) -> int | None:
     if text is None:
         return None
     try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest(f"{name}: not an integer: {text!r}") from None
+        value = numbers.integer(text)
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
     if value < minimum:
         raise BadRequest(f"{name}: must be at least {minimum}")
     return value
