@@ -130,6 +130,41 @@ def test_an_http_1_0_request_without_host_gets_urls_of_the_configured_host(serve
     assert f"Location: http://127.0.0.1:{served}/sleep/" in head
 
 
+def _answer(port: int, request: bytes) -> tuple[str, bytes]:
+    """The status line and body of one request sent as is."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(request)
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0].decode(), body
+
+
+FORM = b"Content-Type: application/x-www-form-urlencoded\r\n"
+
+
+@pytest.mark.parametrize("request_, status, why", [
+    (b"GET /sleep HTTP/1.1\r\nConnection: close\r\n\r\n", 400, b"Host"),
+    (b"GET /sleep HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505, b"HTTP/2.0"),
+    (b"GET /sleep HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n", 505, b"HTTP/9.9"),
+    (b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n" + FORM + b"Content-Length: 5\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, b"Transfer-Encoding"),
+], ids=["1.1 without Host", "HTTP/2.0", "HTTP/9.9", "Content-Length and chunked"])
+def test_requests_rfc_9112_lets_a_server_refuse_are_refused(served, request_, status, why):
+    """A body framed two ways is read one way by a proxy in front, another way here:
+    what follows it could pass as a request of its own (request smuggling)."""
+    status_line, body = _answer(served, request_)
+    assert f" {status} " in status_line and why in body
+
+
+def test_a_chunked_request_alone_is_served(served):
+    status_line, _ = _answer(served, b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n" + FORM
+                             + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                               b"a\r\nDURATION=0\r\n0\r\n\r\n")
+    assert " 303 " in status_line
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])     # no database involved
 @pytest.mark.parametrize("header, remembered", [("HTTP_ACCEPT", "accept"),
                                                  ("HTTP_HOST", "host")])

@@ -6,7 +6,7 @@ import collections
 import logging
 import threading
 
-from waitress.parser import HTTPRequestParser
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.utilities import Error
 
 log = logging.getLogger("uws.httpserver")
@@ -48,8 +48,17 @@ class Busy(Error):
     reason = "Service Unavailable"
 
 
+class VersionNotSupported(Error):
+    code = 505
+    reason = "HTTP Version Not Supported"
+
+
 class Parser(HTTPRequestParser):
-    """waitress's request parser, holding a share of the body budget."""
+    """waitress's request parser, holding a share of the body budget, and refusing
+    what RFC 9112 lets a server refuse and waitress takes: a request line of another
+    HTTP version (answered as HTTP/1.0), an HTTP/1.1 request without Host, and a
+    body framed both by Content-Length and Transfer-Encoding (a proxy in front that
+    reads the other one would see another request in it: request smuggling)."""
 
     completed: bool
     error: Error | None
@@ -59,6 +68,17 @@ class Parser(HTTPRequestParser):
         self.budget = budget
         self.address = address
         self.held = 0
+
+    def parse_header(self, header_plus):
+        super().parse_header(header_plus)
+        if self.version not in ("1.0", "1.1"):
+            self.error = VersionNotSupported(f"HTTP/{self.version} is not served here; "
+                                             "send HTTP/1.1")
+            self.completed = True
+        elif self.version == "1.1" and "HOST" not in self.headers:
+            raise ParsingError("an HTTP/1.1 request must name its Host")
+        elif self.chunked and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError("Content-Length and Transfer-Encoding together")
 
     def received(self, data):
         if self.completed:
