@@ -399,6 +399,26 @@ def test_after_answers_the_events_after_that_one(served):
     assert [e["jobId"] for e in doc["events"]] == [second]
 
 
+@pytest.mark.parametrize("name", ["lastEventId", "Last-Event-ID"])
+def test_a_poll_resumes_after_the_last_event_id_as_a_stream_does(served, name):
+    app, url = served()
+    post_job(url)
+    second = post_job(url)
+    first = str(page(client_of(app))["events"][0]["id"])
+    if name == "lastEventId":       # the query, for clients that cannot set headers
+        r = client_of(app).get(f"/sleep/events?lastEventId={first}", headers=user("alice"))
+    else:
+        r = client_of(app).get("/sleep/events", headers={**user("alice"), name: first})
+    assert [e["jobId"] for e in r.get_json()["events"]] == [second]
+
+
+@pytest.mark.parametrize("query", ["?lastEventId=abc", "?lastEventId=-5", "?after=%EF%BC%91"])
+def test_a_poll_with_no_event_id_answers_400(served, query):
+    app, _ = served()
+    r = client_of(app).get(f"/sleep/events{query}", headers=user("alice"))
+    assert r.status_code == 400
+
+
 def test_pages_are_bounded_and_link_to_the_next(served):
     app, url = served()
     jobs = [post_job(url) for _ in range(3)]

@@ -11,6 +11,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import MethodNotAllowed
 
 from .. import events as ev
+from .. import numbers
 from ..errors import BadRequest
 from ..render import events as render
 from . import identity
@@ -79,7 +80,7 @@ def _resume_at() -> ev.Position | None:
 
 def _event_id(name: str, text: str) -> int:
     try:
-        value = int(text.strip())
+        value = numbers.integer(text)
     except ValueError:
         raise BadRequest(f"{name}: not an event id: {text!r}") from None
     if not 0 <= value <= MAX_ID:
@@ -119,8 +120,8 @@ def _latest(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
 
 
 def _page(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
-    text = query_value("after")
-    at = ev.Position(after=None if text is None else _event_id("after", text),
+    resumed = _resume_at()      # as a stream resumes: the same names, the same checks
+    at = ev.Position(after=None if resumed is None else resumed.after,
                      since=time_value("since"))
     limit = _limit()
     found = feed.page(service, scope, at, limit)
