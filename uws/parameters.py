@@ -102,6 +102,10 @@ class ParamSpec:
             raise ParameterError(self.name, f"longer than {self.max_length} characters")
         if not fits_xml(text):
             raise ParameterError(self.name, "contains a control character")
+        if self.multiple and ("\n" in text or "\r" in text):
+            # GET {job}/parameters/NAME shows one value per line
+            raise ParameterError(self.name, "a value of a parameter given several times "
+                                 "is one line")
         self.convert(text)
         return text
 
