@@ -46,6 +46,12 @@ MISTAKES = [
     ("[server]\nmax_upload_bytes = 10000000\nmax_buffered_bytes = 5000000\n",
      "server.max_buffered_bytes", "under the largest request body"),
     (SLEEP + "max_result_bytes = 0\n", "services.s.max_result_bytes", "at least 1"),
+    ('[services.x]\ncommand = ["sh", "-c", "echo {A} > out.txt"]\n'
+     '[[services.x.parameters]]\nname = "A"\n', "services.x", "would run a value as code"),
+    ('[services.x]\ncommand = ["/usr/bin/python3", "-c", "print(\'{A}\')"]\n'
+     '[[services.x.parameters]]\nname = "A"\n', "services.x", "would run a value as code"),
+    ('[services.x]\ncommand = ["echo", "x{M}y"]\n[[services.x.parameters]]\nname = "M"\n'
+     'multiple = true\n', "services.x", "must be a whole argument"),
     ("this is not toml", "not valid TOML", "line 1"),
 ]
 

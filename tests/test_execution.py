@@ -8,6 +8,7 @@ import time
 
 import pytest
 from lxml import etree
+from werkzeug.datastructures import MultiDict
 
 from uws import timing
 from uws.execution.strays import job_pids
@@ -65,6 +66,11 @@ SERVICES = {
     "echo": {"command": [PY, "-c", "import sys; open('out.txt','w').write(sys.argv[1])", "{TEXT}"],
              "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
              "parameters": [{"name": "TEXT", "type": "string", "required": True}]},
+    "lines": {"command": [PY, "-c", "import sys; open('out.txt','w').write('|'.join(sys.argv[1:]))",
+                          "{FIRST}", "{M}", "last"],
+              "outputs": [{"name": "out", "file": "out.txt", "mime_type": "text/plain"}],
+              "parameters": [{"name": "FIRST", "type": "string", "default": "first"},
+                             {"name": "M", "type": "string", "multiple": True}]},
     "partial": {"command": [PY, "-c", PARTIAL]},
     "chatty": {"command": [PY, "-c", CHATTY]},
     "reports-and-fails": {"command": [PY, "-c", REPORTS_AND_FAILS]},
@@ -106,6 +112,16 @@ def test_command_runner_gets_parameters_without_a_shell(client):
     path = start(client, "echo", TEXT="a b; rm -rf $HOME")
     assert b"COMPLETED" in settle(client, path).data
     assert client.get(f"{path}/results/out").get_data(as_text=True) == "a b; rm -rf $HOME"
+
+
+@pytest.mark.parametrize("values", [["m1", "m2 m3", "m4"], ["only"], []])
+def test_a_command_gets_each_value_of_a_multiple_parameter_as_an_argument(client, values):
+    r = client.post("/lines", data=MultiDict([("M", v) for v in values] + [("PHASE", "RUN")]))
+    assert r.status_code == 303
+    path = path_of(r.headers["Location"])
+    assert b"COMPLETED" in settle(client, path).data
+    assert client.get(f"{path}/results/out").get_data(as_text=True).split("|") == [
+        "first", *values, "last"]
 
 
 def test_command_exiting_non_zero_ends_in_fatal_error_with_stderr_as_detail(client):

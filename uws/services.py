@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 from .model import valid_mime_type, valid_result_id
 from .parameters import ParameterError, ParamSpec, declared
@@ -18,6 +19,11 @@ CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION",
 
 RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.-]*)\}")
+#: Programs that run an argument as code, and the flags that give it.
+_INTERPRETER = re.compile(r"(?:ba|da|z|k|c|tc|fi|a)?sh|busybox|python[0-9.]*|pypy[0-9.]*"
+                          r"|perl[0-9.]*|ruby[0-9.]*|node(?:js)?|php[0-9.]*|Rscript|julia"
+                          r"|lua[0-9.]*")
+_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--command", "--eval", "-lc", "-ec"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +151,11 @@ class Service:
                              "without placeholders")
         for arg in self.command:
             for name in PLACEHOLDER.findall(arg):
-                self.spec(name)     # an unknown placeholder is a configuration error
+                # an unknown placeholder is a configuration error
+                if self.spec(name).multiple and not PLACEHOLDER.fullmatch(arg):
+                    raise ValueError(f"command: {{{name}}} may have several values: it "
+                                     "must be a whole argument (one argument per value)")
+        self._check_no_code_placeholder()
         for spec in self.parameters:
             if spec.default is not None:
                 try:
@@ -153,6 +163,18 @@ class Service:
                 except ParameterError as exc:
                     raise ValueError(f"parameter {spec.name}: default "
                                      f"{spec.default!r}: {exc.message}") from None
+
+    def _check_no_code_placeholder(self):
+        """``["sh", "-c", "echo {A}"]`` would run a value as shell code: an
+        interpreter's code argument must not hold a placeholder (pass values as
+        arguments after it: ``["sh", "-c", 'echo "$1"', "sh", "{A}"]``)."""
+        if not self.command or not _INTERPRETER.fullmatch(Path(self.command[0]).name):
+            return
+        for flag, code in zip(self.command, self.command[1:]):
+            if flag in _CODE_FLAGS and PLACEHOLDER.search(code):
+                raise ValueError(f"command: {code!r} is code for {self.command[0]}: a "
+                                 "placeholder in it would run a value as code; pass the "
+                                 "value as an argument after it instead")
 
     def quota(self, owner: str) -> Quota:
         """The limits of ``owner`` ("" = the anonymous callers, together)."""
@@ -175,11 +197,20 @@ class Service:
             raise ParameterError(spec.name, "must not start with '-' (the command would "
                                  "read it as an option)")
 
-    def command_line(self, values: dict[str, str]) -> list[str]:
-        """The command with each {NAME} replaced by its value; no shell is involved."""
+    def command_line(self, values: dict[str, list[str]]) -> list[str]:
+        """The command with each {NAME} replaced by its value (``values``: each name's
+        values, in order); a multiple parameter's placeholder, a whole argument, gives
+        one argument per value.  No shell is involved."""
         def fill(match):
-            return values.get(self.spec(match.group(1)).name, "")
-        return [PLACEHOLDER.sub(fill, arg) for arg in self.command]
+            return (values.get(self.spec(match.group(1)).name) or [""])[0]
+        line: list[str] = []
+        for arg in self.command:
+            whole = PLACEHOLDER.fullmatch(arg)
+            if whole and self.spec(whole.group(1)).multiple:
+                line.extend(values.get(self.spec(whole.group(1)).name, []))
+            else:
+                line.append(PLACEHOLDER.sub(fill, arg))
+        return line
 
     def spec(self, name: str) -> ParamSpec:
         for spec in self.parameters:

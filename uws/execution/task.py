@@ -65,15 +65,17 @@ def task_of(job, service, files, max_bytes: int) -> dict:
     if service.command:
         # A file reaches a command as a local path: an upload's, or where the
         # child fetches a URL to before the command starts (never the URL itself).
-        values, downloads = {}, []
+        values: dict[str, list[str]] = {}
+        downloads = []
         for p in job.parameters:
             if p.is_upload:
-                values[p.name] = str(files.upload_path(job.id, p.name))
+                value = str(files.upload_path(job.id, p.name))
             elif p.by_reference:
-                values[p.name] = str(fetched / p.name)
-                downloads.append((p.name, p.value, values[p.name]))
+                value = str(fetched / p.name)
+                downloads.append((p.name, p.value, value))
             else:
-                values[p.name] = p.value
+                value = p.value
+            values.setdefault(p.name, []).append(value)
         task["command"] = service.command_line(values)
         task["downloads"] = downloads
     else:
