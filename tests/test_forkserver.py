@@ -61,6 +61,8 @@ def crash(params, ctx):
         ctypes.string_at(0)
     if params["HOW"] == "exit":
         os._exit(7)
+    if params["HOW"].startswith("sys.exit"):
+        sys.exit(int(params["HOW"][len("sys.exit"):] or 0) or None)
     raise MemoryError()
 '''
 # Importable by the server, not in the fork server (whose UWS_JOB_ID is the room
@@ -161,6 +163,17 @@ def test_a_crashing_job_ends_in_error_and_the_fork_server_runs_the_next(client, 
     path = run(client, "whoami")
     settle(client, path)
     assert result(client, path, "me")["starter"] == server
+
+
+@pytest.mark.parametrize("how", ["sys.exit", "sys.exit0"])
+def test_a_runner_that_calls_sys_exit_without_a_status_completes(client, how):
+    doc = settle(client, run(client, "crash", HOW=how)).get_data(as_text=True)
+    assert "<uws:phase>COMPLETED</uws:phase>" in doc
+
+
+def test_a_runner_that_calls_sys_exit_with_a_status_ends_in_error_saying_it(client):
+    doc = settle(client, run(client, "crash", HOW="sys.exit3")).get_data(as_text=True)
+    assert "<uws:phase>ERROR</uws:phase>" in doc and "exited with status 3" in doc
 
 
 def test_a_job_whose_fork_server_is_killed_ends_and_the_next_runs_on_a_new_one(client, api):

@@ -128,6 +128,11 @@ def run_callable(task: dict, reporter: Reporter) -> int:
     try:
         function = getattr(importlib.import_module(module), name)
         function(typed_parameters(task), ChildContext(task, reporter))
+    except SystemExit as exc:
+        if exc.code in (None, 0):   # sys.exit() or sys.exit(0): a normal end, as a return
+            return 0
+        reporter.send("error", f"the runner exited with status {exc.code}")
+        return 1
     except BaseException as exc:   # the job fails; the parent records why
         word = "retry" if isinstance(exc, Retryable) else "error"
         reporter.send(word, str(exc) or type(exc).__name__)   # the traceback goes to /error
