@@ -65,6 +65,7 @@ def detect() -> JobCgroups | None:
         return None
     groups = JobCgroups(base)
     groups.prune()
+    log.info("jobs run in cgroups of their own under %s", base)
     return groups
 
 
