@@ -58,8 +58,16 @@ RELINKED = ("import os\n"
             "here=os.getcwd(); data=os.path.abspath('../../../..')\n"
             "os.chdir('..'); os.rename(here, 'gone'); os.symlink(data, 'results')\n"
             "os.write(fd,b'result stolen secret.txt text/plain\\n')\n")
+# Reports result r0 again, then r0..r(N-1): N distinct results, N+1 reports.
+MANY_RESULTS = ("import os,sys\n"
+                "fd=int(os.environ['UWS_REPORT_FD'])\n"
+                "open('a.txt','w').write('x')\n"
+                "os.write(fd,b'result r0 a.txt\\n')\n"
+                "for i in range(int(sys.argv[1])): os.write(fd,b'result r%d a.txt\\n' % i)\n")
 SERVICES = {
     "odd": {"command": [PY, "-c", ODD_RESULTS]},
+    "many": {"command": [PY, "-c", MANY_RESULTS, "{N}"], "max_results": 3,
+             "parameters": [{"name": "N", "type": "integer", "min": 0}]},
     "relinked": {"command": [PY, "-c", RELINKED]},
     "background": {"command": [PY, "-c", BACKGROUND]},
     "quiet": {"command": [PY, "-c", QUIET]},
@@ -122,6 +130,21 @@ def test_a_command_gets_each_value_of_a_multiple_parameter_as_an_argument(client
     assert b"COMPLETED" in settle(client, path).data
     assert client.get(f"{path}/results/out").get_data(as_text=True).split("|") == [
         "first", *values, "last"]
+
+
+def results_of(doc: bytes) -> list[str]:
+    return [r.get("id") for r in etree.fromstring(doc).findall("uws:results/uws:result", NS)]
+
+
+def test_a_job_may_report_max_results_results_counting_each_name_once(client):
+    doc = settle(client, start(client, "many", N="3")).data
+    assert b"COMPLETED" in doc and results_of(doc) == ["r0", "r1", "r2"]
+
+
+def test_a_job_reporting_more_than_max_results_ends_in_error_with_the_first_ones(client):
+    doc = settle(client, start(client, "many", N="5")).data
+    assert b"<uws:phase>ERROR</uws:phase>" in doc and b"max_results" in doc
+    assert results_of(doc) == ["r0", "r1", "r2"]
 
 
 def test_command_exiting_non_zero_ends_in_fatal_error_with_stderr_as_detail(client):

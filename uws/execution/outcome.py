@@ -55,7 +55,7 @@ class Outcomes:
                              "the fork server that started the job died while it ran")
                 return False
             usage = self.files.usage(job_id)     # final: the job has ended
-            over = excess(service, usage)
+            over = excess(service, usage) or reader.too_many
             message = over or _failure(code or 0, reader)
             if message is None:     # its bytes and results with its phase: one commit
                 recorded = self.store.mark_completed(job_id, stored_bytes=usage.total,

@@ -34,6 +34,8 @@ class ReportReader:
         # until the channel goes quiet, is recorded on its own while the job runs.
         self._results: list[Result] = []
         self._results_since = 0.0
+        self._names: set[str] = set()      # of the results reported, for max_results
+        self.too_many: str | None = None    # why the job fails if it reported too many
 
     def follow(self, fd: int, running: Callable[[], bool]) -> bool:
         """Read report lines while the child runs, then what it left in the channel.
@@ -108,6 +110,14 @@ class ReportReader:
                         "directory (missing, a link, or outside); ignored", self.job_id, filename)
             return False
         opened.close()
+        if name not in self._names and len(self._names) >= self.service.max_results:
+            if self.too_many is None:
+                log.warning("job %s: more than %d results; the rest ignored", self.job_id,
+                            self.service.max_results)
+                self.too_many = (f"the job reported more than {self.service.max_results} "
+                                 "results (max_results)")
+            return False
+        self._names.add(name)
         mime = mime_type or guessed_type(filename)
         if not self._results:
             self._results_since = time.monotonic()
