@@ -40,7 +40,7 @@ class MinimalUWS:
 
     def __init__(self, users: dict[str, str] | None = None, tokens: dict[str, str] | None = None,
                  version: str | None = "1.1", page_size: int = 2, result_bytes: int = 200_000,
-                 ranges: bool = True, cut_after: int | None = None):
+                 ranges: bool = True, cut_after: int | None = None, run_on_create: bool = True):
         self.users = users or {}
         self.tokens = tokens or {}
         self.version = version
@@ -48,6 +48,7 @@ class MinimalUWS:
         self.result_bytes = result_bytes
         self.ranges = ranges            # False: Range headers ignored, whole files sent
         self.cut_after = cut_after      # a whole file's connection breaks after these bytes
+        self.run_on_create = run_on_create  # False: PHASE=RUN with the creation is ignored (a MAY)
         self.jobs: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -299,7 +300,7 @@ def _handler(server: MinimalUWS):
             for name in files:
                 job["params"].append((name, "(uploaded)"))
             server.jobs[job_id] = job
-            if ("PHASE", "RUN") in fields:
+            if ("PHASE", "RUN") in fields and server.run_on_create:
                 self._start(job)
             self._see(f"jobs/{job_id}")       # relative, on purpose
 
@@ -342,3 +343,107 @@ def _set_parameters(job: dict, fields: list[tuple[str, str]]) -> None:
             job["fail"] = value.lower() == "true"
         if key != "RUNID":
             job["params"] = [(k, v) for k, v in job["params"] if k.upper() != key] + [(name, value)]
+
+
+# -- a server of one behaviour, for the client's odd cases --------------------------------------
+
+class Scripted:
+    """``with Scripted(answer) as server``: every request is answered by ``answer(request)``,
+    which returns ``(status, headers, body)``, or None once it has written the answer to
+    ``request.wfile`` itself (a trickle, a broken body). ``request`` is the handler: its
+    ``command``, ``path`` (with the query), ``headers``, and ``body`` (what was posted).
+    Every request is recorded in ``requests``; ``url`` is ``{root}/jobs``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _scripted_handler(self))
+        self.httpd.daemon_threads = True
+        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = self.root + "/jobs"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> Scripted:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _scripted_handler(server: Scripted):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _any(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            self.body = self.rfile.read(length) if length else b""
+            server.requests.append({"method": self.command, "path": self.path,
+                                    "headers": dict(self.headers), "body": self.body})
+            answer = server.answer(self)
+            if answer is None:
+                return
+            status, headers, body = answer
+            data = body.encode() if isinstance(body, str) else body
+            self.send_response(status)
+            headers = {"Content-Type": "text/xml", **headers}
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except OSError:       # a client that stopped reading
+                self.close_connection = True
+
+        do_GET = do_POST = do_DELETE = _any
+
+    return Handler
+
+
+def job_document(job_id: str, phase: str = "PENDING", results: dict[str, str] | None = None,
+                 run_id: str | None = None, created: str = "2024-01-01T00:00:00Z") -> str:
+    """A UWS 1.1 job document; ``results`` maps result ids to hrefs."""
+    listed = "".join(f"<u:result id={quoteattr(i)} xl:href={quoteattr(h)}/>"
+                     for i, h in (results or {}).items())
+    return (f'<?xml version="1.0"?>\n<u:job xmlns:u="{UWS}" xmlns:xl="{XLINK}" version="1.1">'
+            f"<u:jobId>{escape(job_id)}</u:jobId>"
+            + (f"<u:runId>{escape(run_id)}</u:runId>" if run_id is not None else "")
+            + f"<u:phase>{phase}</u:phase><u:creationTime>{escape(created)}</u:creationTime>"
+            f"<u:results>{listed}</u:results></u:job>")
+
+
+def job_list(*jobs: tuple[str, str], href: bool = True) -> str:
+    """A UWS 1.1 job list of (id, phase), with hrefs relative to the list or none."""
+    refs = "".join(f"<u:jobref id={quoteattr(i)}"
+                   + (f" xl:href={quoteattr('jobs/' + i)}" if href else "")
+                   + f"><u:phase>{p}</u:phase></u:jobref>" for i, p in jobs)
+    return f'<?xml version="1.0"?>\n<u:jobs xmlns:u="{UWS}" xmlns:xl="{XLINK}" version="1.1">{refs}</u:jobs>'
+
+
+def _truncated(request):
+    """A job document cut short: 100 of the 5000 bytes announced, then the end."""
+    request.send_response(200)
+    request.send_header("Content-Length", "5000")
+    request.end_headers()
+    request.wfile.write(job_document("J").encode()[:100])
+    request.close_connection = True
+
+
+#: Answers no client can read, for Scripted: each by what is wrong with it.
+BROKEN = {
+    "truncated": _truncated,
+    "bad-gzip": lambda r: (200, {"Content-Encoding": "gzip"}, "not gzip"),
+    "redirect-loop": lambda r: (302, {"Location": r.path}, ""),
+}
+
+
+def holding_wait(request):
+    """An EXECUTING job, held far longer than a WAIT asks (20 s) when one is asked."""
+    if "WAIT=" in request.path:
+        time.sleep(20)
+    return 200, {}, job_document("J", "EXECUTING")

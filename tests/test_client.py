@@ -8,15 +8,17 @@ import hashlib
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
 from werkzeug.security import generate_password_hash
 
-from minimal_uws import MinimalUWS
+from minimal_uws import BROKEN, MinimalUWS, Scripted, holding_wait, job_document, job_list
 from uws.auth import AuthConfig, token_digest
 from uws.client import AuthError, Client, ConnectionFailed, Forbidden, HTTPError, NotFound, ProtocolError
 from uws.client import Timeout as WaitTimeout
+from uws.client import api as client_api
 from uws.client.documents import parse_job
 from uws.web.app import create_app, shutdown
 
@@ -407,3 +409,282 @@ def test_a_ready_session_is_used_as_it_is(guarded):
     session = requests.Session()
     session.auth = ("alice", "secret")
     assert Client(guarded.url, session=session).create({"DURATION": 1}).owner_id == "alice"
+
+
+# -- credentials go to the server's origin only, as the connection reads URLs -------------------
+
+def _serving(document: str):
+    """An answer for Scripted: ``document`` to every request."""
+    return lambda request: (200, {}, document)
+
+
+def test_credentials_never_go_to_a_host_a_backslash_hides(tmp_path):
+    with Scripted(lambda r: (200, {}, "elsewhere")) as elsewhere:
+        port = elsewhere.root.rsplit(":", 1)[1]
+        with Scripted(lambda r: None) as there:
+            # urllib.parse reads this href as a path on the server's own host; urllib3,
+            # which connects, as the other server's
+            href = f"http://127.0.0.1:{port}\\@{there.root[len('http://'):]}/file"
+            there.answer = _serving(job_document("J", "COMPLETED", {"r": href}))
+            client = Client(there.url, token="secret-token")
+            client.download(client.result("J", "r"), tmp_path / "r")
+        assert elsewhere.requests and "Authorization" not in elsewhere.requests[0]["headers"]
+
+
+def test_credentials_never_go_to_a_next_page_on_another_host():
+    with Scripted(lambda r: (200, {}, job_list())) as elsewhere:
+        port = elsewhere.root.rsplit(":", 1)[1]
+        with Scripted(lambda r: None) as there:
+            link = f"<http://127.0.0.1:{port}\\@{there.root[len('http://'):]}/jobs?page=2>"
+            there.answer = lambda r: (200, {"Link": f'{link}; rel="next"'}, job_list(("a", "PENDING")))
+            assert [j.id for j in Client(there.url, user="alice", password="pw").jobs()] == ["a"]
+            assert there.requests[0]["headers"].get("Authorization")
+        assert elsewhere.requests and "Authorization" not in elsewhere.requests[0]["headers"]
+
+
+@pytest.mark.parametrize("given", ["auth", "header"])
+def test_a_sessions_credentials_go_to_the_servers_origin_only(given, tmp_path):
+    session = requests.Session()
+    if given == "auth":
+        session.auth = ("alice", "secret")
+    else:
+        session.headers["Authorization"] = "Bearer secret"
+    with Scripted(lambda r: (200, {}, "elsewhere")) as elsewhere, Scripted(lambda r: None) as there:
+        there.answer = _serving(job_document("J", "COMPLETED", {"r": f"{elsewhere.root}/file"}))
+        client = Client(there.url, session=session)
+        client.download(client.result("J", "r"), tmp_path / "r")
+        assert there.requests[0]["headers"].get("Authorization")
+        assert "Authorization" not in elsewhere.requests[0]["headers"]
+
+
+def test_credentials_in_the_url_are_used_but_kept_out_of_every_url(guarded):
+    client = Client(guarded.url.replace("http://", "http://alice:s%40cret@"))
+    guarded.users["alice"] = "s@cret"
+    job = client.create({"DURATION": 1})
+    assert job.owner_id == "alice"
+    assert "cret" not in client.url + job.url + client.job_url("x")
+
+
+def test_credentials_in_a_url_the_server_gives_are_dropped():
+    with Scripted(lambda r: None) as server:
+        server.answer = _serving(job_document("J", "COMPLETED", {"r": "http://bob:hunter2@example.org/r"}))
+        assert Client(server.url).result("J", "r").href == "http://example.org/r"
+
+
+# -- answers: time and size limits, and every failure a UWSError ---------------------------------
+
+def _trickle(body: bytes, every: float, size: int = 1):
+    """An answer for Scripted: ``body`` a few bytes at a time."""
+    def answer(request):
+        request.send_response(200)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        try:
+            for at in range(0, len(body), size):
+                request.wfile.write(body[at:at + size])
+                request.wfile.flush()
+                time.sleep(every)
+        except OSError:
+            pass
+    return answer
+
+
+def test_the_http_timeout_bounds_a_whole_answer_not_each_read():
+    body = job_document("J").encode()
+    with Scripted(_trickle(body, every=0.1)) as server:   # ~30 s in all, never idle 1 s
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailed, match="within 1 s"):
+            Client(server.url, timeout=1).get("J")
+        assert time.monotonic() - started < 3
+
+
+def test_a_download_that_trickles_is_a_stall(tmp_path):
+    trickle = _trickle(b"x" * 500, every=0.1, size=5)      # 50 bytes a second, for 10 s
+
+    def answer(request):
+        if request.path == "/file":
+            return trickle(request)
+        return 200, {}, job_document("J", "COMPLETED", {"r": "/file"})
+
+    with Scripted(answer) as server:
+        client = Client(server.url, timeout=1)
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailed, match="stalled"):
+            client.download(client.result("J", "r"), tmp_path / "r")
+        assert time.monotonic() - started < 5
+
+
+def test_a_document_too_long_to_be_uws_raises_protocol_error():
+    padded = job_document("J").replace("<u:results>", "<u:results>" + "<x/>" * 9_000_000)
+    with Scripted(_serving(padded)) as server:      # 36 MB
+        with pytest.raises(ProtocolError, match="longer than"):
+            Client(server.url).get("J")
+
+
+@pytest.mark.parametrize(("broken", "raised"), [
+    ("truncated", ConnectionFailed), ("bad-gzip", ProtocolError), ("redirect-loop", ProtocolError)])
+def test_a_broken_answer_raises_a_uws_error(broken, raised):
+    with Scripted(BROKEN[broken]) as server:
+        with pytest.raises(raised):
+            Client(server.url).get("J")
+
+
+@pytest.mark.parametrize("href", ["file:///etc/passwd", "ftp://127.0.0.1/x", "//[::1/x"])
+def test_a_result_href_that_is_not_http_is_refused(href, tmp_path):
+    with Scripted(_serving(job_document("J", "COMPLETED", {"r": href}))) as server:
+        client = Client(server.url)
+        with pytest.raises(ProtocolError):
+            client.download(client.result("J", "r"), tmp_path / "r")
+        assert len(server.requests) == 1      # the job document, nothing else
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8971/jobs", "http://[::1/x", "http://127.0.0.1:99999/x",
+                                 "file:///tmp/jobs", "http:///jobs"])
+def test_a_list_url_that_is_not_http_is_a_value_error(url):
+    with pytest.raises(ValueError):
+        Client(url)
+
+
+@pytest.mark.parametrize("timeout", [0, -1])
+def test_a_timeout_not_above_zero_is_a_value_error(timeout):
+    with pytest.raises(ValueError):
+        Client("http://127.0.0.1/jobs", timeout=timeout)
+
+
+def test_an_error_in_an_unknown_charset_is_read_as_utf8():
+    answer = (503, {"Content-Type": "text/plain; charset=bogus-charset"}, "Service down \u00e9".encode())
+    with Scripted(lambda r: answer) as server:
+        with pytest.raises(HTTPError) as caught:
+            Client(server.url).get("J")
+    assert (caught.value.status, caught.value.message) == (503, "Service down \u00e9")
+
+
+def test_an_html_error_message_leaves_out_style_and_script():
+    page = ("<html><head><title>Oops</title><style>body{x:y}</style></head>"
+            "<body><p>Broken.</p><script>var a=1;</script></body></html>")
+    with Scripted(lambda r: (500, {"Content-Type": "text/html"}, page)) as server:
+        with pytest.raises(HTTPError) as caught:
+            Client(server.url).get("J")
+    assert caught.value.message == "Oops Broken."
+
+
+# -- POST and DELETE answered with 307/308 --------------------------------------------------------
+
+def _repeat_elsewhere(request):
+    if request.command == "GET":
+        return 200, {}, job_document("J")
+    return 308, {"Location": request.path + "?canonical=1"}, ""
+
+
+@pytest.mark.parametrize("change", ["create", "run", "delete"])
+def test_a_post_or_delete_answered_308_raises_naming_the_location(change):
+    with Scripted(_repeat_elsewhere) as server:
+        client = Client(server.url)
+        action = {"create": lambda: client.create({"A": 1}), "run": lambda: client.run("J"),
+                  "delete": lambda: client.delete("J")}[change]
+        with pytest.raises(ProtocolError, match=r"308.*\?canonical=1"):
+            action()
+        assert [r["method"] for r in server.requests] in (["POST"], ["DELETE"])
+
+
+# -- the job list's URL as given -------------------------------------------------------------
+
+def _slash_only(request):
+    """A list served at /jobs/ only (/jobs answers 301 there), as some frameworks do."""
+    if request.path == "/jobs":
+        return 301, {"Location": "/jobs/"}, ""
+    if request.path == "/jobs/":
+        if request.command == "POST":
+            return 303, {"Location": "J"}, ""
+        return 200, {}, job_list(("J", "PENDING"))
+    return 200, {}, job_document("J")
+
+
+def test_a_list_url_with_a_trailing_slash_is_kept():
+    with Scripted(_slash_only) as server:
+        client = Client(server.url + "/")
+        assert client.create({"A": 1}).url == f"{server.url}/J"
+        assert [r.id for r in client.jobs()] == ["J"]
+        assert [r["path"] for r in server.requests] == ["/jobs/", "/jobs/J", "/jobs/"]
+
+
+def test_a_query_in_the_list_url_goes_with_every_job_url(minimal):
+    client = Client(minimal.url + "?key=k")
+    job_id = client.create({"DURATION": 60}).job_id
+    before = len(minimal.requests)
+    client.run(job_id)
+    assert client.phase(job_id) == "EXECUTING"
+    sent = minimal.requests[before:]
+    assert [r["path"] for r in sent] == [f"/jobs/{job_id}/phase", f"/jobs/{job_id}", f"/jobs/{job_id}/phase"]
+    assert all(r["query"] == {"key": ["k"]} for r in sent)
+
+
+def test_a_jobref_without_href_gets_the_quoted_id_in_the_list_url():
+    with Scripted(_serving(job_list(("a b/c", "PENDING"), href=False))) as server:
+        assert [r.url for r in Client(server.url + "?key=k").jobs()] == [f"{server.url}/a%20b%2Fc?key=k"]
+
+
+# -- creating ---------------------------------------------------------------------------------
+
+def test_a_create_answered_with_the_job_and_no_location_gives_that_job():
+    with Scripted(_serving(job_document("K1"))) as server:
+        job = Client(server.url).create({"A": 1})
+    assert (job.job_id, job.url) == ("K1", f"{server.url}/K1")
+    assert len(server.requests) == 1
+
+
+def test_create_with_run_starts_a_job_the_server_left_pending():
+    with MinimalUWS(run_on_create=False) as server:
+        job = Client(server.url).create({"DURATION": 60}, run=True)
+        assert job.phase == "EXECUTING"
+        assert server.requests[-2]["path"] == f"/jobs/{job.job_id}/phase"
+
+
+# -- results, waiting, pages, documents ---------------------------------------------------------
+
+def test_download_all_gives_each_result_a_file_of_its_own(tmp_path):
+    ids = ["", ".", "..", "a/b", "a_b", "A_B"]
+
+    def answer(request):
+        if request.path.startswith("/files/"):
+            return 200, {}, f"result {request.path[7:]}"
+        return 200, {}, job_document("J", "COMPLETED", {i: f"/files/{n}" for n, i in enumerate(ids)})
+
+    with Scripted(answer) as server:
+        saved = Client(server.url).download_all("J", tmp_path)
+    assert [p.name for p in saved] == ["result", "result-2", "result-3", "a_b", "a_b-2", "A_B-3"]
+    assert [p.read_text() for p in saved] == [f"result {n}" for n in range(len(ids))]
+
+
+def test_wait_gives_up_at_its_timeout_on_a_server_that_holds_wait_too_long():
+    with Scripted(holding_wait) as server:
+        started = time.monotonic()
+        with pytest.raises(WaitTimeout) as caught:
+            Client(server.url).wait("J", timeout=2)
+        assert time.monotonic() - started < 4
+    assert caught.value.job.phase == "EXECUTING"
+
+
+def test_an_optional_time_that_cannot_be_read_is_missing():
+    body = job_document("J", created="2024-01-01T00:00:00.000 UTC").encode()
+    job = parse_job(body, "http://example.org/jobs/J")
+    assert (job.job_id, job.creation_time) == ("J", None)
+
+
+def _endless_pages(request):
+    page = int(request.path.partition("page=")[2] or 0)
+    return 200, {"Link": f'</jobs?page={page + 1}>; rel="next"'}, job_list((f"p{page}", "COMPLETED"))
+
+
+def test_list_with_last_stops_after_that_many_jobs_of_endless_pages():
+    with Scripted(_endless_pages) as server:
+        assert [r.id for r in Client(server.url).jobs(last=2)] == ["p0", "p1"]
+        assert len(server.requests) == 2
+
+
+def test_endless_pages_raise_protocol_error(monkeypatch):
+    monkeypatch.setattr(client_api, "MAX_PAGES", 5)
+    with Scripted(_endless_pages) as server:
+        with pytest.raises(ProtocolError, match="pages"):
+            list(Client(server.url).jobs())
+        assert len(server.requests) == 5

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
 
-from minimal_uws import MinimalUWS
+from minimal_uws import BROKEN, MinimalUWS, Scripted, holding_wait, job_document, job_list
 from uws.client.cli import jobs
 
 from uwshelp import UWS_COMMAND
@@ -305,3 +306,148 @@ def test_installed_uws_command_dispatches_to_jobs(server):
     failed = subprocess.run([UWS_COMMAND, "jobs", "--url", server.url, "create", "DURATION=0", "FAIL=true",
                              "--run", "--wait"], capture_output=True, text=True, timeout=60)
     assert failed.returncode == ERROR
+
+
+# -- what the server says, printed safely --------------------------------------------------------
+
+def scripted(server: Scripted, *args: str):
+    return CliRunner().invoke(jobs, ["--url", server.url, *args])
+
+
+def test_credentials_in_the_url_are_used_and_never_printed(guarded):
+    url = guarded.url.replace("http://", "http://alice:secret@")
+    made = CliRunner().invoke(jobs, ["--url", url, "create", "DURATION=1"])
+    shown = CliRunner().invoke(jobs, ["--url", url, "--json", "show", made.stdout.split()[0]])
+    missing = CliRunner().invoke(jobs, ["--url", url, "show", "nosuch"])
+    assert (made.exit_code, shown.exit_code, missing.exit_code) == (0, 0, HTTP)
+    assert json.loads(shown.stdout)["owner_id"] == "alice"
+    assert all("secret" not in r.output for r in (made, shown, missing))
+
+
+MARKUP = {"list": job_list(("a[/]b", "COMPLETED")),
+          "show": job_document("J", "COMPLETED", run_id="[bold]x[/bold] [/oops]"),
+          "results": job_document("J", "COMPLETED", {"[/]": "/r"})}
+
+
+@pytest.mark.parametrize(("command", "text"), [("list", "a[/]b"), ("show", "[bold]x[/bold] [/oops]"),
+                                               ("results", "[/]")])
+def test_server_text_that_looks_like_markup_is_printed_as_it_is(command, text):
+    with Scripted(lambda r: (200, {}, MARKUP[command])) as server:
+        result = scripted(server, command, *(["J"] if command != "list" else []))
+    assert result.exit_code == 0, result.output
+    assert text in result.stdout
+
+
+CONTROLS = ("\x1b", "\x07", "\x9b")
+
+
+def test_terminal_controls_in_an_error_message_are_not_printed():
+    body = b"oops \x1b]0;PWNED\x07\x1b[2J\x1b[31mred\x1b[0m"
+    with Scripted(lambda r: (500, {"Content-Type": "text/plain"}, body)) as server:
+        result = scripted(server, "show", "J")
+    assert result.exit_code == HTTP
+    assert "oops red" in result.stderr and not any(c in result.output for c in CONTROLS)
+
+
+@pytest.mark.parametrize("command", ["show", "create"])
+def test_terminal_controls_in_a_job_are_not_printed(command):
+    def answer(request):
+        if request.command == "POST":
+            return 303, {"Location": "/jobs/J"}, ""
+        return 200, {}, job_document("J\x9b2J", "PENDING", run_id="\x9b31mred")
+
+    with Scripted(answer) as server:
+        result = scripted(server, command, "J" if command == "show" else "A=1")
+    assert result.exit_code == 0, result.output
+    assert "J2J" in result.stdout and not any(c in result.output for c in CONTROLS)
+
+
+# -- odd answers and bad options: their exit codes, never a traceback ---------------------------------
+
+@pytest.mark.parametrize(("answer", "code"), [
+    (BROKEN["truncated"], CONNECTION),
+    (BROKEN["bad-gzip"], PROTOCOL),
+    (BROKEN["redirect-loop"], PROTOCOL),
+    (lambda r: (503, {"Content-Type": "text/plain; charset=bogus"}, b"down \xe9"), HTTP),
+], ids=["truncated", "bad-gzip", "redirect-loop", "unknown-charset"])
+def test_a_broken_answer_exits_with_its_code_and_one_line(answer, code):
+    with Scripted(answer) as server:
+        result = scripted(server, "show", "J")
+    assert result.exit_code == code, result.output
+    assert result.stderr.startswith("uws jobs: ") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("href", ["file:///etc/passwd", "ftp://127.0.0.1/x"])
+def test_a_result_href_that_is_not_http_exits_8(href, tmp_path):
+    with Scripted(lambda r: (200, {}, job_document("J", "COMPLETED", {"r": href}))) as server:
+        result = scripted(server, "results", "J", "-o", str(tmp_path))
+    assert result.exit_code == PROTOCOL, result.output
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8971/jobs", "http://[::1/x", "http://127.0.0.1:99999/x"])
+def test_a_url_that_is_not_http_is_bad_usage(url):
+    result = CliRunner().invoke(jobs, ["--url", url, "list"])
+    assert result.exit_code == USAGE, result.output
+    assert "--url" in result.stderr
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1"])
+def test_an_http_timeout_not_above_zero_is_bad_usage(server, seconds):
+    assert uws_jobs(server, "--http-timeout", seconds, "list").exit_code == USAGE
+
+
+def test_an_answer_trickling_beyond_the_http_timeout_exits_7():
+    body = job_document("J").encode()
+
+    def trickle(request):
+        request.send_response(200)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        try:
+            for byte in body:
+                request.wfile.write(bytes([byte]))
+                request.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+    with Scripted(trickle) as server:
+        started = time.monotonic()
+        result = CliRunner().invoke(jobs, ["--url", server.url, "--http-timeout", "1", "show", "J"])
+        assert result.exit_code == CONNECTION and time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("command", ["run", "delete"])
+def test_a_change_answered_308_is_not_reported_done(command):
+    def answer(request):
+        if request.command == "GET":
+            return 200, {}, job_document("J")
+        return 308, {"Location": request.path + "?canonical=1"}, ""
+
+    with Scripted(answer) as server:
+        result = scripted(server, command, "J")
+    assert result.exit_code == PROTOCOL
+    assert "?canonical=1" in result.stderr
+
+
+def test_wait_timeout_bounds_a_wait_the_server_holds_too_long():
+    with Scripted(holding_wait) as server:
+        started = time.monotonic()
+        result = scripted(server, "wait", "J", "--timeout", "2")
+        assert result.exit_code == TIMEOUT and time.monotonic() - started < 4
+
+
+def test_results_output_gives_each_result_a_file_of_its_own(tmp_path):
+    ids = ["", ".", "..", "a/b", "a_b"]
+
+    def answer(request):
+        if request.path.startswith("/files/"):
+            return 200, {}, request.path
+        return 200, {}, job_document("J", "COMPLETED", {i: f"/files/{n}" for n, i in enumerate(ids)})
+
+    with Scripted(answer) as server:
+        result = scripted(server, "--json", "results", "J", "-o", str(tmp_path))
+    saved = json.loads(result.stdout)
+    assert len({s["path"] for s in saved}) == len(ids)
+    assert [open(s["path"]).read() for s in saved] == [f"/files/{n}" for n in range(len(ids))]

@@ -6,43 +6,52 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import requests
 
 from .documents import ErrorSummary, Job, JobRef, Parameter, Result, parse_job, parse_job_list
-from .errors import NotFound, ProtocolError, Timeout
-from .http import Transport
+from .errors import ConnectionFailed, NotFound, ProtocolError, Timeout
+from .http import Reply, Transport
+from .urls import child_url, split_userinfo
 
 Value = str | int | float | bool
 Upload = str | Path | bytes | IO[bytes]
+MAX_PAGES = 10_000      # of a job list: more is a server linking pages without end
 
 
 class Client:
     """A UWS job list at ``url`` (e.g. ``https://host/tap/async``).
 
     Jobs are named by id or by absolute URL. Credentials: ``user``/``password`` (Basic),
-    ``token`` (Bearer), or a ready ``requests`` session. ``timeout`` bounds each request.
+    ``token`` (Bearer), ``user:password@`` in ``url``, or a ready ``requests`` session; they
+    go to ``url``'s origin only. ``timeout`` bounds connecting and each answer.
+    The URL is kept as given (a trailing slash, a query string): job ids and their
+    resources go into its path, its query string goes with every request.
+    Raises ValueError for a URL that is not http(s), or a timeout not above 0.
     """
 
     def __init__(self, url: str, *, user: str | None = None, password: str | None = None,
                  token: str | None = None, session: requests.Session | None = None,
                  timeout: float = 30):
-        self.url = url.rstrip("/")
-        self.http = Transport(session, user=user, password=password, token=token, timeout=timeout,
-                              origin=self.url)
+        # userinfo is taken out here so that no URL the client builds or prints has it
+        self.url, url_user, url_password = split_userinfo(url)
+        if user is None and not token and url_user is not None:
+            user, password = url_user, url_password
+        self.http = Transport(self.url, session, user=user, password=password, token=token,
+                              timeout=timeout)
 
     def job_url(self, job: str | Job | JobRef) -> str:
         if isinstance(job, Job | JobRef):
             return job.url
-        return job if "://" in job else f"{self.url}/{quote(job, safe='')}"
+        return job if "://" in job else child_url(self.url, job)
 
     # -- reading ------------------------------------------------------------------------
 
     def jobs(self, phases: Iterable[str] = (), after: dt.datetime | str | None = None,
              last: int | None = None, page_size: int | None = None) -> Iterator[JobRef]:
         """The job list filtered as UWS 1.1 says (PHASE, AFTER, LAST), page after page when
-        the server sends ``Link: rel="next"`` (``page_size``: this server's ``extend``)."""
+        the server sends ``Link: rel="next"`` (``page_size``: this server's ``extend``),
+        up to ``last`` jobs. More than MAX_PAGES pages raise ProtocolError."""
         params: list[tuple[str, str]] = [("PHASE", p.upper()) for p in phases]
         if after is not None:
             params.append(("AFTER", _time_text(after)))
@@ -50,29 +59,40 @@ class Client:
             params.append(("LAST", str(last)))
         if page_size is not None:
             params.append(("extend", str(page_size)))
-        url: str | None = self.url
-        seen = set()
-        while url is not None and url not in seen:
+        url = self.url
+        seen: set[str] = set()
+        count = 0
+        for _ in range(MAX_PAGES):
             seen.add(url)
-            response = self.http.get(url, params=params if url == self.url else None)
-            yield from parse_job_list(response.content, response.url)
-            url = response.links.get("next", {}).get("url")
-            url = requests.compat.urljoin(response.url, url) if url else None
+            reply = self.http.get(url, params=params if url == self.url else None)
+            for ref in parse_job_list(reply.body, reply.url, self.url):
+                if last is not None and count >= last:
+                    return      # a server ignoring LAST, or paging on without end
+                count += 1
+                yield ref
+            following = reply.link("next")
+            if following is None or following in seen or (last is not None and count >= last):
+                return
+            url = following
+        raise ProtocolError(f"{self.url}: more than {MAX_PAGES} pages of jobs")
 
     def get(self, job: str | Job | JobRef, wait: int | None = None, phase: str | None = None) -> Job:
         """The job document; ``wait`` seconds of blocking (UWS 1.1 WAIT) while it stays in
         ``phase`` (or in any active phase)."""
-        url = self.job_url(job)
+        return self._get(self.job_url(job), wait, phase)
+
+    def _get(self, url: str, wait: int | None = None, phase: str | None = None,
+             within: float | None = None) -> Job:
         params = {}
         if wait is not None:
             params["WAIT"] = str(wait)
             if phase:
                 params["PHASE"] = phase
-        response = self.http.get(url, params=params, block=max(wait or 0, 0))
-        return parse_job(response.content, url)
+        reply = self.http.get(url, params=params, block=max(wait or 0, 0), within=within)
+        return parse_job(reply.body, url)
 
     def phase(self, job: str | Job | JobRef) -> str:
-        return self.http.get(self.job_url(job) + "/phase").text.strip().upper()
+        return self.http.get(child_url(self.job_url(job), "phase")).text.strip().upper()
 
     def parameters(self, job: str | Job | JobRef) -> tuple[Parameter, ...]:
         return self.get(job).parameters
@@ -83,7 +103,7 @@ class Client:
 
     def error_detail(self, job: str | Job | JobRef) -> str:
         """The text of ``{job}/error``: the detail behind the summary's message."""
-        return self.http.get(self.job_url(job) + "/error").text
+        return self.http.get(child_url(self.job_url(job), "error")).text
 
     # -- changing -----------------------------------------------------------------------
 
@@ -92,7 +112,9 @@ class Client:
                run_id: str | None = None, execution_duration: int | None = None,
                destruction: dt.datetime | str | None = None) -> Job:
         """A new job (PENDING, or started with ``run``). ``files`` are uploads, each sent as
-        the multipart part named for its parameter."""
+        the multipart part named for its parameter. ``run`` sends PHASE=RUN with the job,
+        and again to ``{job}/phase`` when the server left the job PENDING (UWS 1.1 lets a
+        server ignore PHASE at creation)."""
         data = _form(parameters or {})
         for name, value in (("RUNID", run_id), ("EXECUTIONDURATION", execution_duration),
                             ("DESTRUCTION", _time_text(destruction) if destruction else None)):
@@ -101,10 +123,20 @@ class Client:
         if run:
             data.append(("PHASE", "RUN"))
         with _Uploads(files or {}) as parts:
-            location = self.http.post(self.url, data=data, files=parts or None)
-        if location == self.url:
-            raise ProtocolError(f"POST {self.url} created a job but gave no Location for it")
-        return self.get(location)
+            reply = self.http.change("POST", self.url, data=data, files=parts or None)
+        job = self._created(reply)
+        return self.run(job) if run and job.phase == "PENDING" else job
+
+    def _created(self, reply: Reply) -> Job:
+        """The job a create POST made: at its Location, or (no Location) the job document
+        the answer holds, at the URL its jobId has in this list."""
+        if reply.location is not None:
+            return self.get(reply.location)
+        try:
+            job_id = parse_job(reply.body, self.url).job_id
+        except ProtocolError:
+            raise ProtocolError(f"POST {self.url} gave neither a Location nor a job document") from None
+        return parse_job(reply.body, self.job_url(job_id))
 
     def run(self, job: str | Job | JobRef) -> Job:
         return self._phase(job, "RUN")
@@ -114,29 +146,31 @@ class Client:
 
     def _phase(self, job, phase: str) -> Job:
         url = self.job_url(job)
-        self.http.post(url + "/phase", data={"PHASE": phase})
+        self.http.change("POST", child_url(url, "phase"), data={"PHASE": phase})
         return self.get(url)
 
     def delete(self, job: str | Job | JobRef) -> None:
         """Delete the job (DELETE; a 303, 200 or 204 answer is fine)."""
-        self.http.request("DELETE", self.job_url(job))
+        self.http.change("DELETE", self.job_url(job))
 
     def set_parameters(self, job: str | Job | JobRef, parameters: Mapping[str, Value | list[Value]],
                        files: Mapping[str, Upload] | None = None) -> Job:
         """Change parameters of a PENDING job (``{job}/parameters``)."""
         url = self.job_url(job)
         with _Uploads(files or {}) as parts:
-            self.http.post(url + "/parameters", data=_form(parameters), files=parts or None)
+            self.http.change("POST", child_url(url, "parameters"), data=_form(parameters),
+                             files=parts or None)
         return self.get(url)
 
     def set_execution_duration(self, job: str | Job | JobRef, seconds: int) -> Job:
         url = self.job_url(job)
-        self.http.post(url + "/executionduration", data={"EXECUTIONDURATION": str(seconds)})
+        self.http.change("POST", child_url(url, "executionduration"),
+                         data={"EXECUTIONDURATION": str(seconds)})
         return self.get(url)
 
     def set_destruction(self, job: str | Job | JobRef, when: dt.datetime | str) -> Job:
         url = self.job_url(job)
-        self.http.post(url + "/destruction", data={"DESTRUCTION": _time_text(when)})
+        self.http.change("POST", child_url(url, "destruction"), data={"DESTRUCTION": _time_text(when)})
         return self.get(url)
 
     # -- waiting ------------------------------------------------------------------------
@@ -164,7 +198,13 @@ class Client:
                 raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
                               current)
             asked = max(1, int(min(block, left if left is not None else block)))
-            latest, blocked = self._next(current, asked)
+            try:
+                latest, blocked = self._next(current, asked, left)
+            except ConnectionFailed:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
+                                  current) from None
+                raise
             if latest.phase != current.phase:
                 delay = min_delay
             elif not blocked and not latest.is_final:
@@ -173,15 +213,16 @@ class Client:
                 delay = min(delay * 1.5, max_delay)
             current = latest
 
-    def _next(self, current: Job, asked: int) -> tuple[Job, bool]:
+    def _next(self, current: Job, asked: int, left: float | None) -> tuple[Job, bool]:
         """The job again, with WAIT on UWS 1.1 servers; and whether the server blocked.
         A server may cut a WAIT short (ours at its wait_max), so only an answer well under
-        half a second counts as not blocking: that server is then polled with a delay."""
+        half a second counts as not blocking: that server is then polled with a delay.
+        The answer must come within ``left``, the wait's time left."""
         started = time.monotonic()
         if current.version == "1.1":
-            latest = self.get(current.url, wait=asked, phase=current.phase)
+            latest = self._get(current.url, wait=asked, phase=current.phase, within=left)
         else:
-            latest = self.get(current.url)
+            latest = self._get(current.url, within=left)
         return latest, time.monotonic() - started >= min(asked / 2, 0.5)
 
     # -- results ------------------------------------------------------------------------
@@ -202,9 +243,16 @@ class Client:
     def download_all(self, job: str | Job | JobRef, directory: str | Path,
                      resume: bool = False) -> list[Path]:
         """Every result of the job into ``directory``, each as a file named for its id."""
+        return self.save_results(self.results(job), directory, resume)
+
+    def save_results(self, results: Iterable[Result], directory: str | Path,
+                     resume: bool = False) -> list[Path]:
+        """``results`` into ``directory``, in their order, each as a file of its own
+        named for its id (see ``file_names``)."""
+        found = list(results)
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        return [self.download(r, folder / file_name(r), resume) for r in self.results(job)]
+        return [self.download(r, folder / name, resume) for r, name in zip(found, file_names(found))]
 
     def result(self, job: str | Job | JobRef, result_id: str) -> Result:
         for r in self.results(job):
@@ -217,6 +265,22 @@ def file_name(result: Result) -> str:
     """The result's id, made safe as a file name (no directories, no dot files)."""
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.id).lstrip(".")
     return name or "result"
+
+
+def file_names(results: Iterable[Result]) -> list[str]:
+    """A file name per result, none twice (ignoring case, for the file systems that
+    do): ids that make the same name (``a/b`` and ``a_b``) get ``-2``, ``-3``… in order
+    (``x.txt``, ``x-2.txt``)."""
+    taken: set[str] = set()
+    names = []
+    for r in results:
+        name, n = file_name(r), 1
+        stem, dot, suffix = name.rpartition(".") if "." in name else (name, "", "")
+        while (candidate := name if n == 1 else f"{stem}-{n}{dot}{suffix}").casefold() in taken:
+            n += 1
+        taken.add(candidate.casefold())
+        names.append(candidate)
+    return names
 
 
 def _form(parameters: Mapping[str, Value | list[Value]]) -> list[tuple[str, str]]:

@@ -2,7 +2,9 @@
 
 Exit codes (README.rst, *Command-line client*): 0 success (a job COMPLETED), 2 bad usage,
 3 the job ended in ERROR, 4 ABORTED, 5 the wait timed out, 6 the server answered an HTTP
-error, 7 no answer (connection), 8 an answer that is not UWS.
+error, 7 no answer (connection), 8 an answer that is not UWS, 9 a local file.
+
+Whatever the server said is printed without terminal controls (display.clean).
 """
 from __future__ import annotations
 
@@ -40,16 +42,25 @@ class Options:
             password = self.password
             if self.user and password is None:
                 password = click.prompt(f"password for {self.user}", hide_input=True, err=True)
-            self._client = Client(self.url, user=self.user, password=password, token=self.token,
-                                  timeout=self.http_timeout)
+            try:
+                self._client = Client(self.url, user=self.user, password=password, token=self.token,
+                                      timeout=self.http_timeout)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--url") from None
         return self._client
 
     def emit(self, data, text: str | None = None) -> None:
-        """JSON for scripts, else ``text`` (or a rich renderable) for people."""
+        """JSON for scripts (json.dumps escapes control characters), else ``text`` for
+        people: lines of ``line()``."""
         if self.json:
             click.echo(json.dumps(data, indent=2))
         elif text is not None:
             click.echo(text)
+
+
+def line(*parts) -> str:
+    """One line of output, of parts that may come from the server."""
+    return " ".join(display.clean(str(p)) for p in parts)
 
 
 def handled(command):
@@ -74,7 +85,7 @@ def handled(command):
 
 
 def _fail(message: str, code: int):
-    click.echo(f"uws jobs: {message}", err=True)
+    click.echo(line("uws jobs:", message), err=True)
     sys.exit(code)
 
 
@@ -97,8 +108,8 @@ def pass_options(command):
               help="Password for HTTP Basic [UWS_PASSWORD]; asked for when missing.")
 @click.option("--token", envvar="UWS_TOKEN", help="Bearer token [UWS_TOKEN].")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
-@click.option("--http-timeout", type=float, default=30, show_default=True,
-              help="Seconds to wait for each answer of the server.")
+@click.option("--http-timeout", type=click.FloatRange(min=0, min_open=True), default=30, show_default=True,
+              help="Seconds to wait for a connection, and for each whole answer of the server.")
 @click.pass_context
 def jobs(ctx, url, user, password, token, as_json, http_timeout):
     """Drive the jobs of any UWS 1.1 server."""
@@ -168,7 +179,7 @@ def create(opts: Options, parameters, files, run, run_id, execution_duration, de
                                  execution_duration=execution_duration, destruction=destruction)
     if wait_too and run:
         _wait(opts, created, timeout, progress)
-    opts.emit(to_dict(created), f"{created.job_id} {created.phase} {created.url}")
+    opts.emit(to_dict(created), line(created.job_id, created.phase, created.url))
 
 
 @jobs.command()
@@ -183,7 +194,7 @@ def run(opts: Options, job, wait_too, timeout, progress):
     started = opts.client.run(job)
     if wait_too:
         _wait(opts, started, timeout, progress)
-    opts.emit(to_dict(started), f"{started.job_id} {started.phase}")
+    opts.emit(to_dict(started), line(started.job_id, started.phase))
 
 
 @jobs.command()
@@ -200,13 +211,13 @@ def wait(opts: Options, job, timeout, progress):
 def _wait(opts: Options, job: Job, timeout, progress) -> None:
     show_bar = (not opts.json and sys.stderr.isatty()) if progress is None else progress
     if job.phase in ("PENDING", "HELD"):
-        click.echo(f"uws jobs: job {job.job_id} is {job.phase}: it starts only once run "
-                   f"(uws jobs run {job.job_id})", err=True)
+        click.echo(line(f"uws jobs: job {job.job_id} is {job.phase}: it starts only once run "
+                        f"(uws jobs run {job.job_id})"), err=True)
     with display.WaitProgress(enabled=show_bar) as bar:
         done = opts.client.wait(job, timeout=timeout, block=1 if show_bar else 30, on_update=bar.update)
-    text = f"{done.job_id} {done.phase}"
+    text = line(done.job_id, done.phase)
     if done.error_summary is not None:
-        text += f": {done.error_summary.message}"
+        text += ": " + line(done.error_summary.message)
     opts.emit(to_dict(done), text)
     sys.exit(PHASE_CODES[done.phase])
 
@@ -218,7 +229,7 @@ def _wait(opts: Options, job: Job, timeout, progress) -> None:
 def abort(opts: Options, job):
     """Abort a job (PHASE=ABORT)."""
     aborted = opts.client.abort(job)
-    opts.emit(to_dict(aborted), f"{aborted.job_id} {aborted.phase}")
+    opts.emit(to_dict(aborted), line(aborted.job_id, aborted.phase))
 
 
 @jobs.command()
@@ -228,7 +239,7 @@ def abort(opts: Options, job):
 def delete(opts: Options, job):
     """Delete a job."""
     opts.client.delete(job)
-    opts.emit({"deleted": opts.client.job_url(job)}, f"deleted {job}")
+    opts.emit({"deleted": opts.client.job_url(job)}, line("deleted", job))
 
 
 @jobs.command()
@@ -254,6 +265,6 @@ def results(opts: Options, job, result_id, output, resume):
         target = output / file_name(found[0]) if output.is_dir() else output
         saved = [opts.client.download(found[0], target, resume)]
     else:
-        saved = opts.client.download_all(job, output, resume)
+        saved = opts.client.save_results(found, output, resume)
     opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size} for r, p in zip(found, saved)],
-              "\n".join(str(p) for p in saved))
+              "\n".join(line(p) for p in saved))

@@ -1,11 +1,33 @@
-"""What ``uws jobs`` shows people: rich tables, and a progress bar while waiting."""
+"""What ``uws jobs`` shows people: rich tables, and a progress bar while waiting.
+
+Server text is shown as text, never read as rich markup, and without the control
+characters (escape sequences, BEL…) that would drive the terminal.
+"""
 from __future__ import annotations
+
+import re
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .documents import Job, JobRef, Result
+
+# ESC sequences whole (CSI, OSC up to BEL or ST, two-character ones), then any other C0
+# or C1 control but newline and tab, and the bidirectional overrides that reorder text
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~])")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str, newlines: bool = False) -> str:
+    """``text`` without terminal controls; newlines (and tabs) become spaces unless kept."""
+    text = _CONTROL.sub("", _ESCAPE.sub("", text)).replace("\t", " ")
+    return text if newlines else text.replace("\n", " ")
+
+
+def _text(value: str | None, newlines: bool = False) -> Text:
+    return Text(clean(value or "", newlines))
 
 
 def _console() -> Console:
@@ -30,7 +52,8 @@ def _when(value) -> str:
 def job_list(refs: list[JobRef]) -> None:
     table = _table("Job", "Phase", "Run ID", "Owner", "Created")
     for r in refs:
-        table.add_row(r.id, r.phase, r.run_id or "", r.owner_id or "", _when(r.creation_time))
+        table.add_row(_text(r.id), _text(r.phase), _text(r.run_id), _text(r.owner_id),
+                      _when(r.creation_time))
     _console().print(table)
 
 
@@ -45,20 +68,21 @@ def job(found: Job) -> None:
                         ("destruction", _when(found.destruction)),
                         ("progress", f"{found.progress:g} %" if found.progress is not None else None)):
         if value:
-            table.add_row(name, str(value))
+            table.add_row(name, _text(str(value)))
     for p in found.parameters:
-        table.add_row(f"parameter {p.id}", p.value)
+        table.add_row(_text(f"parameter {p.id}"), _text(p.value, newlines=True))
     for r in found.results:
-        table.add_row(f"result {r.id}", r.href or "")
+        table.add_row(_text(f"result {r.id}"), _text(r.href))
     if found.error_summary is not None:
-        table.add_row("error", f"{found.error_summary.type}: {found.error_summary.message}")
+        summary = found.error_summary
+        table.add_row("error", _text(f"{summary.type}: {summary.message}", newlines=True))
     _console().print(table)
 
 
 def results(found: list[Result]) -> None:
     table = _table("Result", "Type", "Size", "URL")
     for r in found:
-        table.add_row(r.id, r.mime_type or "", "" if r.size is None else str(r.size), r.href or "")
+        table.add_row(_text(r.id), _text(r.mime_type), "" if r.size is None else str(r.size), _text(r.href))
     _console().print(table)
 
 
@@ -68,8 +92,9 @@ class WaitProgress:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                                 TaskProgressColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                                 disable=not enabled)
         self.task: TaskID | None = None
 
     def __enter__(self) -> WaitProgress:
@@ -79,7 +104,7 @@ class WaitProgress:
 
     def update(self, current: Job) -> None:
         assert self.task is not None
-        label = f"{current.job_id} {current.phase}"
+        label = clean(f"{current.job_id} {current.phase}")
         if current.progress is not None:
             self.progress.update(self.task, description=label, total=100, completed=current.progress)
         elif current.phase == "COMPLETED":

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from urllib.parse import urljoin
 
 from lxml import etree
 
 from .errors import ProtocolError
+from .urls import child_url, resolved
 
 XLINK = "http://www.w3.org/1999/xlink"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -116,8 +116,11 @@ def parse_job(body: bytes, url: str) -> Job:
         progress=progress, progress_message=message, version=root.get("version"))
 
 
-def parse_job_list(body: bytes, url: str) -> list[JobRef]:
+def parse_job_list(body: bytes, url: str, list_url: str | None = None) -> list[JobRef]:
+    """The jobrefs of a list read from ``url``; a jobref without href is the job of its
+    id in ``list_url`` (default: ``url`` without its query)."""
     root = _root(body, "jobs")
+    base = list_url or url.split("?", 1)[0]
     refs = []
     for ref in _children(root, "jobref"):
         job_id = ref.get("id")
@@ -125,14 +128,10 @@ def parse_job_list(body: bytes, url: str) -> list[JobRef]:
         if not job_id or not phase:
             raise ProtocolError(f"{url}: a jobref lacks its id or phase")
         href = ref.get("{%s}href" % XLINK)
-        refs.append(JobRef(id=job_id, url=urljoin(url, href) if href else _job_url(url, job_id),
-                           phase=phase.upper(), run_id=_text(ref, "runId"),
+        job_url = resolved(url, href) if href else child_url(base, job_id)
+        refs.append(JobRef(id=job_id, url=job_url, phase=phase.upper(), run_id=_text(ref, "runId"),
                            owner_id=_text(ref, "ownerId"), creation_time=_time(ref, "creationTime")))
     return refs
-
-
-def _job_url(list_url: str, job_id: str) -> str:
-    return f"{list_url.split('?', 1)[0].rstrip('/')}/{job_id}"
 
 
 def _root(body: bytes, name: str) -> etree._Element:
@@ -172,8 +171,12 @@ def _int(parent, name: str) -> int | None:
 
 
 def _time(parent, name: str) -> dt.datetime | None:
+    """An optional time; one that cannot be read is as good as missing."""
     text = _text(parent, name)
-    return None if text is None else parse_time(text)
+    try:
+        return None if text is None else parse_time(text)
+    except ProtocolError:
+        return None
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -206,7 +209,7 @@ def _results(root, url: str) -> tuple[Result, ...]:
     for r in _children(block, "result"):
         href = r.get("{%s}href" % XLINK)
         size = r.get("size")
-        results.append(Result(id=r.get("id", ""), href=urljoin(url, href) if href else None,
+        results.append(Result(id=r.get("id", ""), href=resolved(url, href) if href else None,
                               size=int(size) if size and size.isdigit() else None,
                               mime_type=r.get("mime-type")))
     return tuple(results)

@@ -1,19 +1,38 @@
-"""HTTP for the client: authentication, error statuses as exceptions, streamed downloads."""
+"""HTTP for the client: credentials for the server's origin only, error statuses as
+exceptions, answers read within a deadline and a size limit, streamed downloads.
+
+Every failure of ``requests`` or urllib3 leaves here as a ``UWSError``: a connection that
+cannot be made, breaks or is too slow as ``ConnectionFailed``; an answer that cannot be
+read (bad encoding, too long, too many redirects) or a URL that is not http(s) as
+``ProtocolError``.
+"""
 from __future__ import annotations
 
+import codecs
+import contextlib
+import dataclasses
 import os
 import re
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3
 from lxml import etree
 
-from .errors import ConnectionFailed, ProtocolError, for_status
+from .errors import ConnectionFailed, ProtocolError, UWSError, for_status
+from .urls import Origin, is_http, origin_of, public_url, resolved
 
 CHUNK = 1 << 16
+MAX_DOCUMENT = 32 << 20         # a UWS document longer than this is not one
+MAX_ERROR_BODY = 64 << 10       # what an error message is taken from
+MAX_REDIRECTS = 10
+STALL_BYTES = 1024              # a download bringing less in a timeout's time has stalled
+REDIRECTS = (301, 302, 303, 307, 308)
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-\d+|\*)/(\d+|\*)")
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.IGNORECASE)
 
 
 class BearerAuth(requests.auth.AuthBase):
@@ -25,63 +44,107 @@ class BearerAuth(requests.auth.AuthBase):
         return request
 
 
-class Transport:
-    """A ``requests`` session with the caller's credentials and timeouts."""
+class OriginOnly(requests.auth.AuthBase):
+    """Credentials on requests to the server's origin and none at all (not even a
+    session's ``Authorization`` header) on requests to any other: a result stored
+    elsewhere, a presigned URL. The origin is read from the prepared URL, the one sent."""
 
-    def __init__(self, session: requests.Session | None = None, user: str | None = None,
-                 password: str | None = None, token: str | None = None, timeout: float = 30,
-                 origin: str | None = None):
+    def __init__(self, origin: Origin | None, credentials: Any, session: requests.Session):
+        self.origin = origin
+        self.credentials = credentials
+        self.session = session
+
+    def __call__(self, request):
+        if origin_of(request.url) != self.origin:
+            request.headers.pop("Authorization", None)
+            return request
+        credentials = self.credentials
+        if credentials is None and self.session.trust_env:     # as requests would: ~/.netrc
+            credentials = requests.utils.get_netrc_auth(request.url)
+        if isinstance(credentials, tuple):
+            credentials = requests.auth.HTTPBasicAuth(*credentials)
+        return credentials(request) if credentials is not None else request
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """An answer read whole: the URL that gave it (after redirects), status, headers, body."""
+    url: str
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    reason: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(_charset(self.headers), "replace")
+
+    @property
+    def location(self) -> str | None:
+        """The Location header as an absolute URL, without userinfo."""
+        location = self.headers.get("Location")
+        return resolved(self.url, location) if location else None
+
+    def link(self, rel: str) -> str | None:
+        """The absolute URL of a ``Link: <…>; rel=…`` header."""
+        for link in requests.utils.parse_header_links(self.headers.get("Link", "")):
+            if rel in link.get("rel", "").split() and link.get("url"):
+                return resolved(self.url, link["url"])
+        return None
+
+
+class Transport:
+    """A ``requests`` session with the caller's credentials and timeouts. ``timeout``
+    bounds connecting and each whole answer (headers and body)."""
+
+    def __init__(self, origin: str, session: requests.Session | None = None, user: str | None = None,
+                 password: str | None = None, token: str | None = None, timeout: float = 30):
+        if not timeout > 0:
+            raise ValueError(f"the timeout must be more than 0 s, not {timeout}")
         self.session = session or requests.Session()
-        self.auth: Any = None
+        credentials: Any = self.session.auth
         if token:
-            self.auth = BearerAuth(token)
+            credentials = BearerAuth(token)
         elif user is not None:
-            self.auth = (user, password or "")
-        # Credentials go to the server's own origin only, never to a host a document
-        # names (a result stored elsewhere, a presigned URL).
-        self.origin = _origin(origin) if origin else None
+            credentials = (user, password or "")
+        self.auth = OriginOnly(origin_of(origin), credentials, self.session)
         self.timeout = timeout
 
-    def request(self, method: str, url: str, *, block: float = 0, accept: tuple[int, ...] = (),
-                **kwargs) -> requests.Response:
-        """Send, raising the matching exception for an error status not in ``accept``.
-        ``block``: seconds the server may hold the answer (WAIT), added to the read timeout."""
-        kwargs.setdefault("allow_redirects", False)
-        kwargs.setdefault("timeout", (self.timeout, self.timeout + block))
-        if self.auth is not None and (self.origin is None or _origin(url) == self.origin):
-            kwargs.setdefault("auth", self.auth)
-        try:
-            response = self.session.request(method, url, **kwargs)
-        except requests.ConnectionError as exc:
-            raise ConnectionFailed(f"cannot reach {url}: {exc}") from None
-        except requests.Timeout:
-            raise ConnectionFailed(f"{url} did not answer within {self.timeout + block:g} s") from None
-        if response.status_code >= 400 and response.status_code not in accept:
-            raise for_status(response.status_code, server_message(response), url)
-        return response
+    def request(self, method: str, url: str, *, block: float = 0, within: float | None = None,
+                accept: tuple[int, ...] = (), **kwargs) -> Reply:
+        """Send and read the answer, raising the matching exception for an error status
+        not in ``accept``. GETs follow redirects. ``block``: seconds the server may hold
+        the answer (WAIT), added to the timeout; ``within``: a shorter limit for it all."""
+        budget = self.timeout + block if within is None else min(self.timeout + block, within)
+        deadline = time.monotonic() + budget
+        response = self._open(method, url, deadline, budget, accept, follow=method == "GET", **kwargs)
+        return self._reply(response, self._read(response, MAX_DOCUMENT, deadline, budget))
 
-    def get(self, url: str, **kwargs) -> requests.Response:
-        """GET, following redirects (a result may live elsewhere)."""
-        kwargs.setdefault("allow_redirects", True)
+    def get(self, url: str, **kwargs) -> Reply:
         return self.request("GET", url, **kwargs)
 
-    def post(self, url: str, **kwargs) -> str:
-        """POST, expecting UWS's 303 (or a 200 from lenient servers); the absolute URL of
-        its Location, or ``url`` when there is none."""
-        response = self.request("POST", url, **kwargs)
-        if response.headers.get("Location"):       # 303 as UWS says; 201 or 302 elsewhere
-            return urljoin(url, response.headers["Location"])
-        if response.status_code >= 300:
-            raise ProtocolError(f"POST {url}: {response.status_code} without a Location")
-        return url
+    def change(self, method: str, url: str, **kwargs) -> Reply:
+        """POST or DELETE, expecting UWS's 303 (or a 200 from lenient servers). A 307 or
+        308 asks for the request again elsewhere: that is not done (nor reported as
+        done) but raised, naming the place, so the caller can use that URL."""
+        reply = self.request(method, url, **kwargs)
+        if reply.status in (307, 308):
+            raise ProtocolError(f"{method} {url} was not done: the server answered {reply.status}, "
+                                f"asking for it at {reply.location or '(no Location)'}; use that URL")
+        if reply.status >= 300 and reply.location is None:
+            raise ProtocolError(f"{method} {url}: {reply.status} without a Location")
+        return reply
 
     def download(self, url: str, path: Path, resume: bool = False) -> int:
         """Stream ``url`` into ``path`` (replacing it); with ``resume``, when ``path``
         holds the start of it already, ask only for the rest (Range) and append.
-        Returns the bytes now in the file."""
+        Returns the bytes now in the file. No size or total time limit: each read must
+        come within the timeout, and at least STALL_BYTES in every timeout's time."""
         have = path.stat().st_size if resume and path.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
-        response = self.get(url, headers=headers, stream=True, accept=(416,) if have else ())
+        deadline = time.monotonic() + self.timeout
+        response = self._open("GET", url, deadline, self.timeout, (416,) if have else (),
+                              follow=True, headers=headers)
         if response.status_code == 416:
             response.close()
             total = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
@@ -95,21 +158,121 @@ class Transport:
             if start and start != have:
                 raise ProtocolError(f"{url}: asked for bytes from {have}, got them from {start}")
             with open(path, mode) as out:
-                try:
-                    for chunk in response.iter_content(CHUNK):
-                        out.write(chunk)
-                except requests.RequestException as exc:
-                    # what arrived stays in the file: the next download resumes from there
-                    raise ConnectionFailed(f"{url}: the download broke off: {exc}") from None
+                # what arrived stays in the file when it breaks off: the next download
+                # resumes from there
+                for chunk in self._stream(response):
+                    out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
         return path.stat().st_size
 
+    # -- the plumbing -------------------------------------------------------------------
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
+    def _open(self, method: str, url: str, deadline: float, budget: float, accept: tuple[int, ...],
+              follow: bool, **kwargs) -> requests.Response:
+        """The answer with its body unread, after following redirects (each request
+        sent with credentials only to the origin) when ``follow``."""
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._send(method, url, deadline, budget, **kwargs)
+            location = response.headers.get("Location")
+            if not (follow and location and response.status_code in REDIRECTS):
+                break
+            response.close()
+            url = resolved(response.url, location)
+            kwargs.pop("params", None)
+        else:
+            raise ProtocolError(f"{url}: more than {MAX_REDIRECTS} redirects")
+        if response.status_code >= 400 and response.status_code not in accept:
+            try:
+                body = self._read(response, MAX_ERROR_BODY, deadline, budget, cut=True)
+            except UWSError:
+                body = b""
+            raise for_status(response.status_code, server_message(self._reply(response, body)), url)
+        return response
+
+    def _send(self, method: str, url: str, deadline: float, budget: float, **kwargs) -> requests.Response:
+        if not is_http(url):
+            raise ProtocolError(f"{public_url(url)} is not an http(s) URL: not requested")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ConnectionFailed(f"{url} did not answer within {budget:g} s")
+        with _failures(url, budget):
+            return self.session.request(method, url, auth=self.auth, allow_redirects=False, stream=True,
+                                        timeout=(min(self.timeout, left), left), **kwargs)
+
+    def _read(self, response: requests.Response, limit: int, deadline: float, budget: float,
+              cut: bool = False) -> bytes:
+        """The body, complete before ``deadline``; longer than ``limit``: ProtocolError,
+        or with ``cut`` its first ``limit`` bytes."""
+        body = bytearray()
+        with response, _failures(response.url, budget):
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConnectionFailed(f"{response.url} did not answer within {budget:g} s")
+                _bound_next_read(response, left)
+                chunk = response.raw.read1(CHUNK, decode_content=True)
+                if not chunk:
+                    return bytes(body)
+                body += chunk
+                if len(body) > limit:
+                    if cut:
+                        return bytes(body[:limit])
+                    raise ProtocolError(f"{response.url}: an answer longer than {limit} bytes")
+
+    def _stream(self, response: requests.Response) -> Iterator[bytes]:
+        """The body as it arrives; a trickle of less than STALL_BYTES in any timeout's
+        time is a stall (ConnectionFailed) as much as silence is."""
+        window_end, received = time.monotonic() + self.timeout, 0
+        with _failures(response.url, self.timeout):
+            while chunk := response.raw.read1(CHUNK, decode_content=True):
+                yield chunk
+                received += len(chunk)
+                if time.monotonic() >= window_end:
+                    if received < STALL_BYTES:
+                        raise ConnectionFailed(f"{response.url}: the download stalled "
+                                               f"({received} bytes in {self.timeout:g} s)")
+                    window_end, received = time.monotonic() + self.timeout, 0
+
+    @staticmethod
+    def _reply(response: requests.Response, body: bytes) -> Reply:
+        return Reply(url=response.url, status=response.status_code, headers=response.headers,
+                     body=body, reason=response.reason or "")
+
+
+@contextlib.contextmanager
+def _failures(url: str, budget: float) -> Iterator[None]:
+    """requests' and urllib3's exceptions as the client's."""
+    try:
+        yield
+    except (requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader) as exc:
+        raise ProtocolError(f"cannot request {public_url(url)}: {exc}") from None
+    except (requests.exceptions.ContentDecodingError, urllib3.exceptions.DecodeError) as exc:
+        raise ProtocolError(f"{url}: an answer that cannot be decoded: {exc}") from None
+    except (requests.Timeout, urllib3.exceptions.TimeoutError):
+        raise ConnectionFailed(f"{url} did not answer within {budget:g} s") from None
+    except requests.ConnectionError as exc:
+        raise ConnectionFailed(f"cannot reach {url}: {exc}") from None
+    except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+        # ChunkedEncodingError, a body cut short (IncompleteRead), a reset connection
+        raise ConnectionFailed(f"{url}: the connection broke: {exc}") from None
+
+
+def _bound_next_read(response: requests.Response, seconds: float) -> None:
+    """Let the next socket read wait no longer than the answer's time left."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(max(seconds, 0.001))
+
+
+def _charset(headers: Mapping[str, str]) -> str:
+    """The charset a Content-Type names, when Python knows it; else UTF-8."""
+    match = _CHARSET.search(headers.get("Content-Type", ""))
+    if match:
+        with contextlib.suppress(LookupError):
+            return codecs.lookup(match.group(1)).name
+    return "utf-8"
 
 
 def _resumed_at(response: requests.Response) -> int:
@@ -122,19 +285,21 @@ def _resumed_at(response: requests.Response) -> int:
     return int(match.group(1))
 
 
-def server_message(response: requests.Response, limit: int = 500) -> str:
-    """What the server said about an error: the text of a plain, HTML or XML body, squeezed."""
-    body = response.content[:65536]
-    ctype = response.headers.get("Content-Type", "")
-    text = body.decode(response.encoding or "utf-8", "replace")
+def server_message(reply: Reply, limit: int = 500) -> str:
+    """What the server said about an error: the text of a plain, HTML or XML body (no
+    HTML style or script), squeezed."""
+    body = reply.body[:MAX_ERROR_BODY]
+    ctype = reply.headers.get("Content-Type", "")
+    text = reply.text
     if "xml" in ctype or "html" in ctype:
         try:
             parser = etree.HTMLParser(no_network=True) if "html" in ctype else etree.XMLParser(
                 resolve_entities=False, no_network=True, load_dtd=False)
             root = etree.fromstring(body, parser)
             if root is not None:
+                etree.strip_elements(root, "script", "style", with_tail=False)
                 text = " ".join(root.itertext())
         except etree.XMLSyntaxError:
             pass
     text = " ".join(text.split())
-    return text[:limit] or response.reason or ""
+    return text[:limit] or reply.reason
