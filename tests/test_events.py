@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import queue
 import socket
-import subprocess
 import threading
 import time
 from urllib.parse import urlsplit
@@ -25,8 +23,8 @@ from uws.store.tables import event as E
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
-from conftest import LiveServer, ValidatingClient, free_port, make_config
-from uwshelp import UWS_COMMAND, wait_for
+from conftest import LiveServer, ValidatingClient, make_config
+from uwshelp import wait_for
 
 TIMEOUT = 10.0      # seconds any expected event may take, at most
 STREAM = {"Accept": "text/event-stream"}
@@ -330,54 +328,6 @@ def test_a_closed_stream_frees_its_place(served):
     again = Reader(f"{url}/sleep/events", user("alice"))
     assert again.status == 200
     again.close()
-
-
-def _stream_status(port: int) -> tuple[socket.socket, bytes]:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(b"GET /sleep/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                 b"Accept: text/event-stream\r\n\r\n")
-    return sock, sock.recv(4096).split(b"\r\n", 1)[0]
-
-
-def test_uws_serve_frees_a_closed_streams_place_at_once(tmp_path):
-    """uws serve reads on while a stream runs, so it sees the client leave within a
-    second, not at the stream's next heartbeat (15 s), when a write would fail."""
-    config = tmp_path / "uws.toml"
-    config.write_text(f'[server]\ndata_dir = "{tmp_path / "data"}"\n'
-                      "event_streams_per_owner = 1\n")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
-    process = subprocess.Popen([UWS_COMMAND, "serve", "--port", str(port), "--config",
-                                str(config)], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        assert wait_for(lambda: requests.get(f"http://127.0.0.1:{port}/sleep", timeout=1).ok
-                        if _listening(port) else False, timeout=20, step=0.1)
-        first, status = _stream_status(port)
-        assert b" 200 " in status
-        second, refused = _stream_status(port)
-        assert b" 503 " in refused      # the owner's one place is taken
-        second.close()
-        first.close()
-        started = time.monotonic()
-        while True:
-            again, status = _stream_status(port)
-            again.close()
-            if b" 200 " in status or time.monotonic() - started > 5:
-                break
-            time.sleep(0.2)
-        assert b" 200 " in status and time.monotonic() - started < 3
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 # -- polling ---------------------------------------------------------------------------------

@@ -158,6 +158,17 @@ def test_requests_rfc_9112_lets_a_server_refuse_are_refused(served, request_, st
     assert f" {status} " in status_line and why in body
 
 
+def test_a_client_that_closes_its_sending_side_still_gets_its_answer(served):
+    """nc -N, socat and many scripts send the request, then shut their side down."""
+    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+        s.sendall(b"GET /sleep?LAST=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_chunked_request_alone_is_served(served):
     status_line, _ = _answer(served, b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n" + FORM
                              + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"

@@ -319,10 +319,6 @@ def create(app, cfg, open_files: int, server_name: str):
         asyncore_use_poll=True,             # select() fails past descriptor 1023
         connection_limit=lim.connections,
         channel_timeout=cfg.idle_timeout,
-        # read on while a request runs, so that a client gone is seen (an event
-        # stream's place is freed at once, not at the next failed write); one
-        # pipelined request at most is read ahead meanwhile
-        channel_request_lookahead=1,
         # checks idle connections and header deadlines this often (seconds)
         cleanup_interval=max(1, min(cfg.idle_timeout, cfg.header_timeout) // 4),
         # waitress buffers a whole body before the app sees it: refuse
