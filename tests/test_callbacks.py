@@ -261,6 +261,16 @@ def test_a_receiver_trickling_its_body_is_delivered_to_and_let_go_at_twice_the_t
         server.close()
 
 
+def test_a_url_with_a_path_and_query_not_in_ascii_is_posted_to_percent_encoded():
+    server = ByteServer()
+    try:
+        url = f"{server.base}/hook/caf\u00e9?q=\u00e9&done=50%25"
+        assert delivery.post(url, b"{}", quick_service("127.0.0.1")) == 200
+        assert server.requests[0].startswith(b"POST /hook/caf%C3%A9?q=%C3%A9&done=50%25 ")
+    finally:
+        server.close()
+
+
 def test_an_https_receiver_is_sent_its_hosts_name_and_checked_against_it(tls):
     server = ByteServer(tls=tls("hooks.example"))
     try:

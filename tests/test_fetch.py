@@ -195,6 +195,16 @@ def test_a_server_trickling_its_answer_is_cut_off_at_the_fetchs_deadline(tmp_pat
 # -- https --------------------------------------------------------------------------------
 
 
+def test_a_url_with_a_path_and_query_not_in_ascii_is_fetched_percent_encoded(tmp_path):
+    server = ByteServer(size=3)
+    try:
+        url = f"{server.base}/caf\u00e9.fits?band=\u00b5m"
+        assert fetch(url, tmp_path / "out", allow_hosts=["127.0.0.1"]) == 3
+        assert server.requests[0].startswith(b"GET /caf%C3%A9.fits?band=%C2%B5m ")
+    finally:
+        server.close()
+
+
 def test_https_is_fetched_with_the_certificate_checked_against_the_hosts_name(tmp_path, tls):
     server = ByteServer(size=5, tls=tls("files.example"))
     try:

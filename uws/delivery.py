@@ -23,10 +23,9 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from . import callbacks, timeutil
-from .pinned import PinnedConnection
+from .pinned import PinnedConnection, request_target
 from .render import batch as render_batch
 from .render import json as render_json
 from .render.xml import Links
@@ -150,6 +149,10 @@ class Deliverer:
         except callbacks.CallbackError as exc:
             self._failed(row, worker, service, None, str(exc))
             return
+        except Exception as exc:    # unforeseen: still an attempt, so retries stay bounded
+            log.exception("callback %s: the attempt failed", row.id)
+            self._failed(row, worker, service, None, f"the request failed ({type(exc).__name__})")
+            return
         if 200 <= status < 300:
             self.store.finish_attempt(row.id, worker, state=callbacks.DELIVERED,
                                       last_status=status, last_error=None,
@@ -179,11 +182,12 @@ def post(url: str, body: bytes, service) -> int:
     checked address answers, or the exchange outlasts ``callback_timeout`` twice
     (connecting, then the answer), however slowly the receiver trickles bytes."""
     target = callbacks.target(url, service.callback_hosts)
-    parts = urlsplit(url)
-    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-               "Host": parts.netloc,
+    try:
+        path, host = request_target(url)
+    except ValueError:
+        raise callbacks.CallbackError("the receiver's name cannot be sent (IDNA)") from None
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "Host": host,
                **callbacks.signed_headers(service.callback_secret, int(time.time()), body)}
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     conn = PinnedConnection(target.host, target.port, target.addresses[:MAX_ADDRESSES],
                             tls=target.scheme == "https", timeout=service.callback_timeout,
                             deadline=time.monotonic() + 2 * service.callback_timeout)
@@ -191,7 +195,7 @@ def post(url: str, body: bytes, service) -> int:
         conn.connect()
         conn.request("POST", path, body=body, headers=headers)
         response = conn.getresponse()
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         reason = _failure(exc, conn)
         conn.close()
         raise callbacks.CallbackError(reason) from None

@@ -16,6 +16,25 @@ import socket
 import ssl
 import threading
 import time
+from urllib.parse import quote, urlsplit
+
+# what stays as it is in a request target: the delimiters, and escapes already made
+_SAFE = "!$%&'()*+,/:;=?@[]~"
+
+
+def request_target(url: str) -> tuple[str, str]:
+    """The request target of an http(s) URL, with what is not ASCII percent-encoded
+    as UTF-8 (as browsers send it), and its Host header, the name in IDNA.  ValueError
+    (UnicodeError) for a name IDNA cannot encode."""
+    parts = urlsplit(url)
+    target = quote(parts.path or "/", safe=_SAFE)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=_SAFE)
+    host = (parts.hostname or "").encode("idna").decode("ascii")
+    if ":" in host:
+        host = f"[{host}]"
+    default = 443 if parts.scheme.lower() == "https" else 80
+    return target, host if parts.port in (None, default) else f"{host}:{parts.port}"
 
 
 class PinnedConnection(http.client.HTTPConnection):

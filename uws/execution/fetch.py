@@ -28,7 +28,7 @@ import ssl
 import time
 from urllib.parse import urljoin, urlsplit
 
-from ..pinned import PinnedConnection
+from ..pinned import PinnedConnection, request_target
 
 MAX_REDIRECTS = 5
 TIMEOUT_SECONDS = 60.0
@@ -73,7 +73,10 @@ def _request(url: str, allowed: set, deadline: float):
     if not host:
         raise FetchError(f"cannot fetch {url}: not a valid URL")
     addresses = _addresses(host, port, url, checked=not listed(host, allowed))
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        path, _ = request_target(url)
+    except ValueError:
+        raise _unreachable(url) from None
     conn = PinnedConnection(host, port, addresses, tls=scheme == "https", deadline=deadline,
                             timeout=_left(deadline, url))
     try:
@@ -82,7 +85,7 @@ def _request(url: str, allowed: set, deadline: float):
         conn.putheader("User-Agent", "uws-fetch")
         conn.endheaders()
         return conn.getresponse(), conn
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         conn.close()
         if conn.expired:
             raise _timed_out(url) from None
