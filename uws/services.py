@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
+from . import interpreters
 from .model import valid_mime_type, valid_result_id
 from .parameters import ParameterError, ParamSpec, declared
 
@@ -19,11 +19,6 @@ CONTROL_NAMES = frozenset({"PHASE", "RUNID", "EXECUTIONDURATION", "DESTRUCTION",
 
 RUNNER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.-]*)\}")
-#: Programs that run an argument as code, and the flags that give it.
-_INTERPRETER = re.compile(r"(?:ba|da|z|k|c|tc|fi|a)?sh|busybox|python[0-9.]*|pypy[0-9.]*"
-                          r"|perl[0-9.]*|ruby[0-9.]*|node(?:js)?|php[0-9.]*|Rscript|julia"
-                          r"|lua[0-9.]*")
-_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--command", "--eval", "-lc", "-ec"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,10 +165,8 @@ class Service:
         """``["sh", "-c", "echo {A}"]`` would run a value as shell code: an
         interpreter's code argument must not hold a placeholder (pass values as
         arguments after it: ``["sh", "-c", 'echo "$1"', "sh", "{A}"]``)."""
-        if not self.command or not _INTERPRETER.fullmatch(Path(self.command[0]).name):
-            return
-        for flag, code in zip(self.command, self.command[1:]):
-            if flag in _CODE_FLAGS and PLACEHOLDER.search(code):
+        for code in interpreters.code_arguments(self.command):
+            if PLACEHOLDER.search(code):
                 raise ValueError(f"command: {code!r} is code for {self.command[0]}: a "
                                  "placeholder in it would run a value as code; pass the "
                                  "value as an argument after it instead")
