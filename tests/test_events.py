@@ -362,6 +362,19 @@ def test_a_poll_resumes_after_the_last_event_id_as_a_stream_does(served, name):
     assert [e["jobId"] for e in r.get_json()["events"]] == [second]
 
 
+def test_a_poll_follows_its_next_page_whatever_last_event_id_it_sends(served):
+    """A poller sending Last-Event-ID with each request must not get one page forever."""
+    app, url = served()
+    jobs = [post_job(url) for _ in range(3)]
+    doc = page(client_of(app), "?limit=1")
+    stale = {**user("alice"), "Last-Event-ID": str(doc["lastEventId"])}   # never updated
+    seen = [e["jobId"] for e in doc["events"]]
+    for _ in range(2):
+        doc = client_of(app).get(doc["next"], headers=stale).get_json()
+        seen += [e["jobId"] for e in doc["events"]]
+    assert seen == jobs
+
+
 @pytest.mark.parametrize("query", ["?lastEventId=abc", "?lastEventId=-5", "?after=%EF%BC%91"])
 def test_a_poll_with_no_event_id_answers_400(served, query):
     app, _ = served()

@@ -68,6 +68,9 @@ SERVICES = {
     "odd": {"command": [PY, "-c", ODD_RESULTS]},
     "many": {"command": [PY, "-c", MANY_RESULTS, "{N}"], "max_results": 3,
              "parameters": [{"name": "N", "type": "integer", "min": 0}]},
+    "many-and-an-output": {"command": [PY, "-c", MANY_RESULTS, "{N}"], "max_results": 3,
+                           "outputs": [{"name": "out", "file": "a.txt", "optional": True}],
+                           "parameters": [{"name": "N", "type": "integer", "min": 0}]},
     "relinked": {"command": [PY, "-c", RELINKED]},
     "background": {"command": [PY, "-c", BACKGROUND]},
     "quiet": {"command": [PY, "-c", QUIET]},
@@ -139,6 +142,12 @@ def results_of(doc: bytes) -> list[str]:
 def test_a_job_may_report_max_results_results_counting_each_name_once(client):
     doc = settle(client, start(client, "many", N="3")).data
     assert b"COMPLETED" in doc and results_of(doc) == ["r0", "r1", "r2"]
+
+
+def test_a_declared_output_past_max_results_ends_the_job_in_error_naming_the_limit(client):
+    doc = settle(client, start(client, "many-and-an-output", N="3")).data
+    assert b"<uws:phase>ERROR</uws:phase>" in doc and b"max_results" in doc
+    assert results_of(doc) == ["r0", "r1", "r2"]
 
 
 def test_a_job_reporting_more_than_max_results_ends_in_error_with_the_first_ones(client):

@@ -169,6 +169,13 @@ def test_a_client_that_closes_its_sending_side_still_gets_its_answer(served):
     assert answer.startswith(b"HTTP/1.1 200 ")
 
 
+def test_a_later_minor_version_of_http_1_is_served(served):
+    """RFC 9112 §2.3: HTTP/1.2 is read as the highest 1.x served, not refused."""
+    status_line, _ = _answer(served, b"GET /sleep HTTP/1.2\r\nHost: 127.0.0.1\r\n"
+                                     b"Connection: close\r\n\r\n")
+    assert " 200 " in status_line
+
+
 def test_a_chunked_request_alone_is_served(served):
     status_line, _ = _answer(served, b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n" + FORM
                              + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"

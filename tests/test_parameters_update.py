@@ -292,12 +292,17 @@ def test_the_new_file_is_in_place_before_the_change_is_committed(uploads_job, mo
 
     def watched(*args, then=None, **kwargs):
         def install_then_look():
-            then()
-            seen.append((folder / "uploads" / "FILE").read_bytes())
+            then()      # the file, and what other connections see of the change so far
+            committed = api.store.get_job(job_id(path), "checksum", None).run_id
+            seen.append(((folder / "uploads" / "FILE").read_bytes(), committed))
         return change(*args, then=install_then_look, **kwargs)
     monkeypatch.setattr(api.store, "set_parameters", watched)
-    assert replace_file(client, path).status_code == 303
-    assert seen == [b"second"]
+    r = client.post(f"{path}/parameters", data={"FILE": (io.BytesIO(b"second"), "b.bin"),
+                                                "RUNID": "changed"},
+                    content_type="multipart/form-data")
+    assert r.status_code == 303
+    assert seen == [(b"second", None)]      # in place while the change was not committed
+    assert api.store.get_job(job_id(path), "checksum", None).run_id == "changed"
 
 
 def test_a_failure_to_install_an_upload_changes_nothing(uploads_job):

@@ -71,11 +71,11 @@ class Parser(HTTPRequestParser):
 
     def parse_header(self, header_plus):
         super().parse_header(header_plus)
-        if self.version not in ("1.0", "1.1"):
+        if self.version.partition(".")[0] != "1":      # a later 1.x reads as 1.1 (RFC 9112)
             self.error = VersionNotSupported(f"HTTP/{self.version} is not served here; "
                                              "send HTTP/1.1")
             self.completed = True
-        elif self.version == "1.1" and "HOST" not in self.headers:
+        elif self.version != "1.0" and "HOST" not in self.headers:
             raise ParsingError("an HTTP/1.1 request must name its Host")
         elif self.chunked and "CONTENT_LENGTH" in self.headers:
             raise ParsingError("Content-Length and Transfer-Encoding together")

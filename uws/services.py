@@ -83,7 +83,7 @@ class Service:
     max_result_bytes: int = declared(10 * GIB, min=1)
     max_log_bytes: int = declared(100 * MIB, min=1)
     # results one job may report: each is a row, and a line of every job document
-    max_results: int = declared(1000, min=1, max=1_000_000)
+    max_results: int = declared(10_000, min=1, max=1_000_000)
     execution_duration: int = declared(600, **_SECONDS)          # default (0 = unlimited)
     max_execution_duration: int = declared(3600, **_SECONDS)
     lifetime: int = declared(7 * 86400, **_SECONDS)    # default destruction = creation + lifetime

@@ -55,8 +55,9 @@ class Outcomes:
                              "the fork server that started the job died while it ran")
                 return False
             usage = self.files.usage(job_id)     # final: the job has ended
+            failure = _failure(code or 0, reader)   # a command's outputs become results
             over = excess(service, usage) or reader.too_many
-            message = over or _failure(code or 0, reader)
+            message = over or failure
             if message is None:     # its bytes and results with its phase: one commit
                 recorded = self.store.mark_completed(job_id, stored_bytes=usage.total,
                                                      results=reader.held_results())

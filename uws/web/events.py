@@ -64,14 +64,15 @@ def _stream(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **NEGOTIATED})
 
 
-def _resume_at() -> ev.Position | None:
+def _resume_at(header_first: bool = True) -> ev.Position | None:
     """After Last-Event-ID (or ?lastEventId= for clients that cannot set headers), or
-    ?after=, or from ?since=; from now without any."""
+    ?after=, or from ?since=; from now without any.  A stream takes the header first
+    (a browser reconnecting sends it with the page's first URL); a poll its query
+    (the next page's URL), the header only without one."""
+    names = ["lastEventId", "after"]
     header = request.headers.get("Last-Event-ID")
-    if header is not None:
-        return ev.Position(after=_event_id("Last-Event-ID", header))
-    for name in ("lastEventId", "after"):
-        text = query_value(name)
+    for name in (["Last-Event-ID", *names] if header_first else [*names, "Last-Event-ID"]):
+        text = header if name == "Last-Event-ID" else query_value(name)
         if text is not None:
             return ev.Position(after=_event_id(name, text))
     since = time_value("since")
@@ -120,7 +121,7 @@ def _latest(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
 
 
 def _page(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
-    resumed = _resume_at()      # as a stream resumes: the same names, the same checks
+    resumed = _resume_at(header_first=False)    # as a stream resumes, the next page first
     at = ev.Position(after=None if resumed is None else resumed.after,
                      since=time_value("since"))
     limit = _limit()
