@@ -56,9 +56,9 @@ class VersionNotSupported(Error):
 class Parser(HTTPRequestParser):
     """waitress's request parser, holding a share of the body budget, and refusing
     what RFC 9112 lets a server refuse and waitress takes: a request line of another
-    HTTP version (answered as HTTP/1.0), an HTTP/1.1 request without Host, and a
-    body framed both by Content-Length and Transfer-Encoding (a proxy in front that
-    reads the other one would see another request in it: request smuggling)."""
+    major HTTP version (waitress answered it as HTTP/1.0), an HTTP/1.1 request without
+    Host, and a body framed both by Content-Length and Transfer-Encoding (a proxy in
+    front that reads the other one would see another request in it: smuggling)."""
 
     completed: bool
     error: Error | None

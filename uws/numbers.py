@@ -20,8 +20,9 @@ def integer(text: str) -> int:
 
 
 def decimal(text: str) -> float:
-    """``text`` as a finite number (an integer, a decimal, an exponent); ValueError
-    otherwise: neither NaN nor infinities."""
+    """``text`` as a number written with a sign, digits, a point and an exponent;
+    ValueError otherwise ("nan" and "inf" are words, not numbers).  An exponent past
+    a float's range reads as infinity: callers that need a finite value check it."""
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"not a number: {text!r}")
     return float(text)
