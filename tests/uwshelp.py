@@ -110,8 +110,11 @@ def gone(pids) -> bool:
         except ProcessLookupError:
             return False
         # a zombie has exited; only its parent's wait() is missing
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(")")[-1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return False        # reaped between the two looks
     return not any(alive(p) for p in pids)
 
 
