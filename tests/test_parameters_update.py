@@ -245,28 +245,32 @@ def replace_file(client, path: str):
                       content_type="application/octet-stream")
 
 
+def delete_around(monkeypatch, api, path: str, where, name: str, after: bool = False) -> None:
+    """Make the step ``where.name`` of a change delete the job just before it runs (or,
+    with ``after``, just after): a DELETE landing at that point of the change."""
+    step = getattr(where, name)
+
+    def racing(*args, **kwargs):
+        if not after:
+            api.delete("checksum", job_id(path))
+        done = step(*args, **kwargs)
+        if after:
+            api.delete("checksum", job_id(path))
+        return done
+    monkeypatch.setattr(where, name, racing)
+
+
 def test_a_deletion_before_an_upload_is_staged_answers_404_and_leaves_no_folder(
         uploads_job, monkeypatch):
     client, api, path, folder = uploads_job
-    stage = api.uploads.stage
-
-    def deleted_first(*args):
-        api.delete("checksum", job_id(path))
-        return stage(*args)     # makes the job's folder again
-    monkeypatch.setattr(api.uploads, "stage", deleted_first)
+    delete_around(monkeypatch, api, path, api.uploads, "stage")    # staging makes it again
     assert replace_file(client, path).status_code == 404
     assert not folder.exists()
 
 
 def test_a_deletion_right_after_an_upload_change_leaves_no_folder(uploads_job, monkeypatch):
     client, api, path, folder = uploads_job
-    change = api.store.set_parameters
-
-    def deleted_after(*args, **kwargs):
-        changed = change(*args, **kwargs)
-        api.delete("checksum", job_id(path))
-        return changed
-    monkeypatch.setattr(api.store, "set_parameters", deleted_after)
+    delete_around(monkeypatch, api, path, api.store, "set_parameters", after=True)
     assert replace_file(client, path).status_code == 303    # changed, then deleted
     assert client.get(path).status_code == 404
     assert not folder.exists()
@@ -274,12 +278,7 @@ def test_a_deletion_right_after_an_upload_change_leaves_no_folder(uploads_job, m
 
 def test_a_deletion_while_an_upload_is_staged_answers_404_not_500(uploads_job, monkeypatch):
     client, api, path, folder = uploads_job
-    size = api.uploads.size
-
-    def deleted_meanwhile(staged):
-        api.delete("checksum", job_id(path))    # its staged file goes with the folder
-        return size(staged)
-    monkeypatch.setattr(api.uploads, "size", deleted_meanwhile)
+    delete_around(monkeypatch, api, path, api.uploads, "size")    # the staged file goes too
     assert replace_file(client, path).status_code == 404
     assert not folder.exists()
 
