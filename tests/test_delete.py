@@ -135,6 +135,27 @@ def test_other_action_answers_400_and_keeps_the_job(client, data):
     assert client.get(path).status_code == 200
 
 
+@pytest.mark.parametrize("data", [{"ACTION": "DELETE", "PHASE": "RUN"},
+                                  {"METHOD": "DELETE", "PRIORITY": "5"},
+                                  {"ACTION": "DELETE", "RUNID": "r2"},
+                                  {"ACTION": "DELETE", "MESSAGE": "changed"}])
+def test_delete_tunnel_with_anything_else_answers_400_and_keeps_the_job(client, data):
+    path = create(client, MESSAGE="kept")
+    r = client.post(path, data=data)
+    assert r.status_code == 400
+    assert sorted(set(data) - {"ACTION", "METHOD"})[0].encode() in r.data
+    assert client.get(f"{path}/phase").data == b"PENDING"
+    assert client.get(f"{path}/parameters/MESSAGE").data.strip() == b"kept"
+
+
+def test_delete_tunnel_with_an_upload_answers_400_and_keeps_the_job(client):
+    path = create(client)
+    r = client.post(path, data={"ACTION": "DELETE", "DATA": (io.BytesIO(b"x"), "d.txt")},
+                    content_type="multipart/form-data")
+    assert r.status_code == 400
+    assert client.get(path).status_code == 200
+
+
 # -- jobs in every phase ------------------------------------------------------------------------------
 
 def test_deleting_a_completed_job_removes_its_results(client):

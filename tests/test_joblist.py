@@ -315,9 +315,19 @@ def test_list_does_not_allow_delete_or_put(client, method):
     assert listed(client) == [job_id]
 
 
-@pytest.mark.parametrize("method", ["GET", "HEAD", "POST"])
+@pytest.mark.parametrize("method", ["GET", "HEAD", "POST", "DELETE", "PUT"])
 def test_unknown_service_answers_404(client, method):
     assert client.open("/nosuchservice", method=method).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/nosuchservice/batches", "/nosuchservice/events",
+                                  "/nosuchservice/holds", "/nosuchservice/stats",
+                                  "/nosuchservice/capabilities",
+                                  "/nosuchservice/0123456789abcdef0123456789abcdef/phase"])
+def test_any_method_under_an_unknown_service_answers_404(client, path):
+    r = client.put(path)
+    assert r.status_code == 404
+    assert b"nosuchservice" in r.data
 
 
 # -- paging (extension) ---------------------------------------------------------------

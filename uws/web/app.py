@@ -5,13 +5,13 @@ import logging
 import os
 from urllib.parse import urlsplit
 
-from flask import Flask, request
+from flask import Flask, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
 from ..delivery import Deliverer
-from ..errors import BadRequest, Forbidden, UWSError
+from ..errors import BadRequest, Forbidden, NotFound, UWSError
 from ..events import Bell, EventFeed, Sinks
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
@@ -217,6 +217,8 @@ def _error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
+        if exc.code == 405 and _unserved_service() is not None:
+            return _uws_error(NotFound(f"no service {_unserved_service()!r}"))
         response = _error_response(exc.code or 500, exc.description or "")
         for name, value in exc.get_headers():
             if name.lower() in ("allow", "www-authenticate", "content-range"):
@@ -238,6 +240,21 @@ def _error_handlers(app: Flask) -> None:
         if wants_json():
             return _error_response(500, "internal server error")
         return text("internal server error\n", status=500)
+
+
+def _unserved_service() -> str | None:
+    """The service named by a URL that has no such method, when this server does not
+    serve it: that URL is no resource at all, so 404 as for its other methods."""
+    args = request.view_args
+    if args is None:    # refused while routing: match again for the arguments alone
+        adapter = current_app.create_url_adapter(request)
+        try:
+            args = adapter.match(method="GET")[1] if adapter is not None else {}
+        except HTTPException:
+            return None
+    service = args.get("service")
+    served = current_app.extensions["uws"].config.services
+    return service if service is not None and service not in served else None
 
 
 def _error_response(status: int, message: str):

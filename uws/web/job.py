@@ -102,6 +102,10 @@ def post_job(service: str, job_id: str):
     control, pairs = split_control(form_pairs(), JOB_CONTROL)
     action = _action(control)
     if action == "DELETE":
+        others = sorted(set(control) - {"ACTION", "METHOD"}) or [n for n, _ in pairs]
+        if others or uploads():     # deleting is for good: never guess what else was meant
+            raise BadRequest(f"{(others or ['an upload'])[0]}: ACTION=DELETE deletes the job, "
+                             "with nothing else")
         api.delete(service, job_id, caller())
         return _back_to_list(service)
     if action == "REPEAT":
