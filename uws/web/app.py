@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, current_app, request
@@ -245,7 +247,7 @@ def _error_handlers(app: Flask) -> None:
 def _unserved_service() -> str | None:
     """The service named by a URL that has no such method, when this server does not
     serve it: that URL is no resource at all, so 404 as for its other methods."""
-    args = request.view_args
+    args: Mapping[str, Any] | None = request.view_args
     if args is None:    # refused while routing: match again for the arguments alone
         adapter = current_app.create_url_adapter(request)
         try:
