@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import email.parser
 import email.policy
+import ssl
 import threading
 import time
 import uuid
@@ -354,12 +355,16 @@ class Scripted:
     ``command``, ``path`` (with the query), ``headers``, and ``body`` (what was posted).
     Every request is recorded in ``requests``; ``url`` is ``{root}/jobs``."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, tls: ssl.SSLContext | None = None):
         self.answer = answer
         self.requests: list[dict] = []
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _scripted_handler(self))
         self.httpd.daemon_threads = True
-        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:     # https: the handshake in each request's thread
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True,
+                                                do_handshake_on_connect=False)
+        scheme = "http" if tls is None else "https"
+        self.root = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.url = self.root + "/jobs"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import subprocess
 import time
 
 import pytest
+import trustme
 from click.testing import CliRunner
 
 from minimal_uws import BROKEN, MinimalUWS, Scripted, holding_wait, job_document, job_list
@@ -416,6 +418,57 @@ def test_an_answer_trickling_beyond_the_http_timeout_exits_7():
         started = time.monotonic()
         result = CliRunner().invoke(jobs, ["--url", server.url, "--http-timeout", "1", "show", "J"])
         assert result.exit_code == CONNECTION and time.monotonic() - started < 3
+
+
+def test_the_http_timeout_may_follow_the_subcommand():
+    def slow(request):
+        time.sleep(5)
+        return 200, {}, job_document("J")
+
+    with Scripted(slow) as server:
+        started = time.monotonic()
+        result = CliRunner().invoke(jobs, ["--url", server.url, "show", "J",
+                                           "--http-timeout", "1"])
+        assert result.exit_code == CONNECTION and time.monotonic() - started < 3
+
+
+@pytest.fixture
+def https_job(tmp_path):
+    """(URL of an https job list whose certificate a CA of its own signed, that CA's
+    bundle file)."""
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    with Scripted(lambda r: (200, {}, job_document("J", "COMPLETED")), tls=context) as server:
+        yield server.url, str(bundle)
+
+
+def test_an_https_server_signed_by_an_unknown_authority_exits_7(https_job):
+    url, _ = https_job
+    result = CliRunner().invoke(jobs, ["--url", url, "show", "J"])
+    assert result.exit_code == CONNECTION, result.output
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_ca_bundle_names_the_authorities_an_https_server_is_checked_against(https_job, where):
+    url, bundle = https_job
+    option = ["--ca-bundle", bundle]
+    args = [*option, "show", "J"] if where == "before" else ["show", "J", *option]
+    result = CliRunner().invoke(jobs, ["--url", url, "--json", *args])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["phase"] == "COMPLETED"
+
+
+def test_ca_bundle_wins_over_requests_own_variable(https_job, tmp_path):
+    url, bundle = https_job
+    other = trustme.CA()
+    other.cert_pem.write_to_path(str(tmp_path / "other.pem"))
+    env = {"REQUESTS_CA_BUNDLE": str(tmp_path / "other.pem")}
+    assert CliRunner().invoke(jobs, ["--url", url, "show", "J"], env=env).exit_code == CONNECTION
+    result = CliRunner().invoke(jobs, ["--url", url, "show", "J", "--ca-bundle", bundle], env=env)
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("command", ["run", "delete"])

@@ -25,6 +25,8 @@ class Client:
     Jobs are named by id or by absolute URL. Credentials: ``user``/``password`` (Basic),
     ``token`` (Bearer), ``user:password@`` in ``url``, or a ready ``requests`` session; they
     go to ``url``'s origin only. ``timeout`` bounds connecting and each answer.
+    ``ca_bundle``: a file of the certificate authorities https servers are checked
+    against, instead of requests' (``REQUESTS_CA_BUNDLE`` or certifi's).
     The URL is kept as given (a trailing slash, a query string): job ids and their
     resources go into its path, its query string goes with every request.
     Raises ValueError for a URL that is not http(s), or a timeout not above 0.
@@ -32,13 +34,13 @@ class Client:
 
     def __init__(self, url: str, *, user: str | None = None, password: str | None = None,
                  token: str | None = None, session: requests.Session | None = None,
-                 timeout: float = 30):
+                 timeout: float = 30, ca_bundle: str | None = None):
         # userinfo is taken out here so that no URL the client builds or prints has it
         self.url, url_user, url_password = split_userinfo(url)
         if user is None and not token and url_user is not None:
             user, password = url_user, url_password
         self.http = Transport(self.url, session, user=user, password=password, token=token,
-                              timeout=timeout)
+                              timeout=timeout, ca_bundle=ca_bundle)
 
     def job_url(self, job: str | Job | JobRef) -> str:
         if isinstance(job, Job | JobRef):

@@ -28,10 +28,10 @@ PHASE_CODES = {"COMPLETED": OK, "ARCHIVED": OK, "ERROR": JOB_ERROR, "ABORTED": J
 class Options:
     """The group's options, and the client made from them on first use."""
 
-    def __init__(self, url, user, password, token, as_json, http_timeout):
+    def __init__(self, url, user, password, token, as_json, http_timeout, ca_bundle):
         self.url, self.user, self.password, self.token = url, user, password, token
         self.json = as_json
-        self.http_timeout = http_timeout
+        self.http_timeout, self.ca_bundle = http_timeout, ca_bundle
         self._client: Client | None = None
 
     @property
@@ -44,7 +44,7 @@ class Options:
                 password = click.prompt(f"password for {self.user}", hide_input=True, err=True)
             try:
                 self._client = Client(self.url, user=self.user, password=password, token=self.token,
-                                      timeout=self.http_timeout)
+                                      timeout=self.http_timeout, ca_bundle=self.ca_bundle)
             except ValueError as exc:
                 raise click.BadParameter(str(exc), param_hint="--url") from None
         return self._client
@@ -89,14 +89,30 @@ def _fail(message: str, code: int):
     sys.exit(code)
 
 
+JSON_OPTION = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON for scripts instead of tables.")
+TIMEOUT_OPTION = click.option(
+    "--http-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+    help="Seconds to wait for a connection, and for each whole answer of the server [30].")
+CA_OPTION = click.option(
+    "--ca-bundle", type=click.Path(exists=True, dir_okay=False), envvar="UWS_CA_BUNDLE",
+    help="Certificate authorities to check https servers against [UWS_CA_BUNDLE].")
+
+
 def pass_options(command):
-    """Hand a subcommand the group's options; it takes ``--json`` too, where people put
-    it (``uws jobs show ID --json``) as well as before the subcommand."""
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
+    """Hand a subcommand the group's options; it takes the ones that are not about the
+    server (``--json``, ``--http-timeout``, ``--ca-bundle``) where people put them
+    (``uws jobs show ID --json``) as well as before the subcommand."""
+    @JSON_OPTION
+    @TIMEOUT_OPTION
+    @CA_OPTION
     @click.pass_obj
     @functools.wraps(command)
-    def wrapper(opts: Options, *args, as_json: bool = False, **kwargs):
+    def wrapper(opts: Options, *args, as_json: bool = False, http_timeout=None, ca_bundle=None,
+                **kwargs):
         opts.json = opts.json or as_json
+        opts.http_timeout = http_timeout or opts.http_timeout
+        opts.ca_bundle = ca_bundle or opts.ca_bundle
         return command(opts, *args, **kwargs)
     return wrapper
 
@@ -107,13 +123,13 @@ def pass_options(command):
 @click.option("--password", envvar="UWS_PASSWORD",
               help="Password for HTTP Basic [UWS_PASSWORD]; asked for when missing.")
 @click.option("--token", envvar="UWS_TOKEN", help="Bearer token [UWS_TOKEN].")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
-@click.option("--http-timeout", type=click.FloatRange(min=0, min_open=True), default=30, show_default=True,
-              help="Seconds to wait for a connection, and for each whole answer of the server.")
+@JSON_OPTION
+@TIMEOUT_OPTION
+@CA_OPTION
 @click.pass_context
-def jobs(ctx, url, user, password, token, as_json, http_timeout):
+def jobs(ctx, url, user, password, token, as_json, http_timeout, ca_bundle):
     """Drive the jobs of any UWS 1.1 server."""
-    ctx.obj = Options(url, user, password, token, as_json, http_timeout)
+    ctx.obj = Options(url, user, password, token, as_json, http_timeout or 30, ca_bundle)
 
 
 @jobs.command(name="list")

@@ -98,9 +98,12 @@ class Transport:
     bounds connecting and each whole answer (headers and body)."""
 
     def __init__(self, origin: str, session: requests.Session | None = None, user: str | None = None,
-                 password: str | None = None, token: str | None = None, timeout: float = 30):
+                 password: str | None = None, token: str | None = None, timeout: float = 30,
+                 ca_bundle: str | None = None):
         if not timeout > 0:
             raise ValueError(f"the timeout must be more than 0 s, not {timeout}")
+        # sent with each request: a session's own verify loses to REQUESTS_CA_BUNDLE
+        self.verify: dict[str, Any] = {} if ca_bundle is None else {"verify": ca_bundle}
         self.session = session or requests.Session()
         credentials: Any = self.session.auth
         if token:
@@ -198,7 +201,8 @@ class Transport:
             raise ConnectionFailed(f"{url} did not answer within {budget:g} s")
         with _failures(url, budget):
             return self.session.request(method, url, auth=self.auth, allow_redirects=False, stream=True,
-                                        timeout=(min(self.timeout, left), left), **kwargs)
+                                        timeout=(min(self.timeout, left), left), **self.verify,
+                                        **kwargs)
 
     def _read(self, response: requests.Response, limit: int, deadline: float, budget: float,
               cut: bool = False) -> bytes:
