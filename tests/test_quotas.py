@@ -252,6 +252,10 @@ def writers(make_app):
         "chatty": writer("head -c 3000000 /dev/zero; sleep 30", max_log_bytes=1_000_000),
         "modest": writer("head -c 500000 /dev/zero > f; head -c 500000 /dev/zero",
                          max_result_bytes=1_000_000, max_log_bytes=1_000_000),
+        # empty files and folders weigh nothing, but each is an inode
+        "scattered": writer("mkdir d; for i in $(seq 1 60); do : > d/f$i; done; sleep 30",
+                            max_result_files=50),
+        "tidy": writer("mkdir d; for i in $(seq 1 49); do : > d/f$i; done", max_result_files=50),
     })
     return application.test_client(), application.config
 
@@ -281,6 +285,18 @@ def test_a_job_printing_more_than_max_log_bytes_is_stopped_in_error(writers):
     client, _ = writers
     _, doc = ended(client, "chatty")
     assert "<uws:phase>ERROR</uws:phase>" in doc and "max_log_bytes" in doc
+
+
+def test_a_job_making_more_than_max_result_files_files_is_stopped_in_error(writers):
+    client, _ = writers
+    _, doc = ended(client, "scattered")
+    assert "<uws:phase>ERROR</uws:phase>" in doc and "max_result_files" in doc
+
+
+def test_a_job_making_max_result_files_files_and_folders_completes(writers):
+    client, _ = writers
+    _, doc = ended(client, "tidy")
+    assert "<uws:phase>COMPLETED</uws:phase>" in doc
 
 
 def test_a_job_within_its_limits_completes(writers):

@@ -29,6 +29,7 @@ class Usage:
     uploads: int = 0
     written: int = 0        # by the job: results, temporary files, fetched URLs
     logs: int = 0           # its stdout and stderr
+    entries: int = 0        # files, folders and links among what the job wrote
 
     @property
     def total(self) -> int:
@@ -106,9 +107,11 @@ class JobFiles:
 
     def usage(self, job_id: str) -> Usage:
         top = self.job_dir(job_id)
-        return Usage(uploads=tree_bytes(top / "uploads"),
-                     written=sum(tree_bytes(top / name) for name in WRITTEN),
-                     logs=sum(tree_bytes(top / name) for name in LOGS))
+        written = [tree_size(top / name) for name in WRITTEN]
+        return Usage(uploads=tree_size(top / "uploads")[0],
+                     written=sum(size for size, _ in written),
+                     logs=sum(tree_size(top / name)[0] for name in LOGS),
+                     entries=sum(count for _, count in written))
 
     def remove(self, job_id: str) -> bool:
         """Remove the job's directory; False (logged) if some of it is left."""
@@ -126,16 +129,17 @@ class JobFiles:
         return path
 
 
-def tree_bytes(path: Path) -> int:
-    """The bytes of the files under ``path`` (links not followed; a sparse file counts
-    its length, as a download of it would)."""
+def tree_size(path: Path) -> tuple[int, int]:
+    """(bytes, entries) of the files under ``path``: links are not followed and count as
+    entries, a sparse file counts its length (as a download of it would), and the
+    folders below ``path`` count as entries too (each is an inode)."""
     try:
         info = os.lstat(path)
     except OSError:
-        return 0
+        return 0, 0
     if not stat.S_ISDIR(info.st_mode):
-        return max(info.st_size, info.st_blocks * 512)
-    total, pending = 0, [path]
+        return max(info.st_size, info.st_blocks * 512), 0
+    total, count, pending = 0, 0, [path]
     while pending:
         try:
             with os.scandir(pending.pop()) as entries:
@@ -144,13 +148,14 @@ def tree_bytes(path: Path) -> int:
                         info = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue        # removed while we looked
+                    count += 1
                     if stat.S_ISDIR(info.st_mode):
                         pending.append(Path(entry.path))
                     else:
                         total += max(info.st_size, info.st_blocks * 512)
         except OSError:
             continue
-    return total
+    return total, count
 
 
 def make_private_dir(path: Path) -> None:

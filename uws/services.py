@@ -82,6 +82,9 @@ class Service:
     # and its stdout and stderr; past either it is stopped and ends in ERROR.
     max_result_bytes: int = declared(10 * GIB, min=1)
     max_log_bytes: int = declared(100 * MIB, min=1)
+    # files and folders in that directory: each is an inode, a step of every measurement
+    # and of the deletion (a million empty ones weigh 0 bytes and take seconds to remove)
+    max_result_files: int = declared(100_000, min=1, max=100_000_000)
     # results one job may report: each is a row, and a line of every job document
     max_results: int = declared(10_000, min=1, max=1_000_000)
     execution_duration: int = declared(600, **_SECONDS)          # default (0 = unlimited)

@@ -20,6 +20,9 @@ def excess(service, usage) -> str | None:
     if usage.written > service.max_result_bytes:
         return (f"the job wrote more than {service.max_result_bytes} bytes of files "
                 "(max_result_bytes)")
+    if usage.entries > service.max_result_files:
+        return (f"the job made more than {service.max_result_files} files and folders "
+                "(max_result_files)")
     if usage.logs > service.max_log_bytes:
         return (f"the job wrote more than {service.max_log_bytes} bytes to its standard "
                 "output and error (max_log_bytes)")
