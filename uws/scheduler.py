@@ -27,5 +27,7 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
                       id="events")
     scheduler.add_job(sweeps.sample_statistics, "interval", seconds=timing.STATS_SWEEP,
                       id="statistics")
+    scheduler.add_job(sweeps.checkpoint, "interval", seconds=timing.CHECKPOINT_SWEEP,
+                      id="checkpoint")
     scheduler.start()
     return scheduler

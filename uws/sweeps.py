@@ -51,6 +51,11 @@ class Sweeps:
             self.stats.sample_phases(now)
             self.stats.prune(timeutil.add_seconds(now, -stats_mod.KEEP_SECONDS))
 
+    def checkpoint(self) -> None:
+        """Keep the database's housekeeping out of the requests' commits (SQLite's
+        WAL checkpoint)."""
+        self.store.checkpoint()
+
     def enforce_deadlines(self) -> None:
         """Abort EXECUTING jobs past their execution duration (UWS 1.1 §2.1.4)."""
         for job_id in self.store.overdue_ids(timeutil.now()):

@@ -19,6 +19,9 @@ LOST_LEASE_SWEEP = 5.0
 HELD_RELEASE_SWEEP = 2.0
 #: how often the statistics sample the job counts (a sample per 5-minute bucket)
 STATS_SWEEP = 60.0
+#: how often SQLite's WAL is copied into the database file, outside the commits
+#: (uws.store.engine.checkpoint): the WAL grows by at most this much writing
+CHECKPOINT_SWEEP = 1.0
 
 # -- the local executor (uws.execution.process) -------------------------------------
 #: how long a worker's claim on a running job lasts without renewal; renewed every

@@ -22,7 +22,7 @@ from ..services import Quota
 from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .connections import Readers, reading, writing
-from .engine import create_schema, make_engine
+from .engine import checkpoint, create_schema, make_engine
 from .events import EVENTS_KEY, EventQueries, ProgressThrottle, record
 from .holds import HoldQueries
 from .lists import ListQueries
@@ -84,6 +84,11 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         except sa.exc.SQLAlchemyError as exc:
             return f"the database does not answer: {type(exc).__name__}"
         return None
+
+    def checkpoint(self) -> None:
+        """SQLite: move committed pages from the WAL into the database file, so that
+        no commit has to (see :func:`uws.store.engine.checkpoint`)."""
+        checkpoint(self.engine)
 
     def close(self) -> None:
         if self.listener is not None:
