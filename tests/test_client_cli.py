@@ -461,6 +461,19 @@ def test_ca_bundle_names_the_authorities_an_https_server_is_checked_against(http
     assert json.loads(result.stdout)["phase"] == "COMPLETED"
 
 
+def test_ca_bundle_before_the_subcommand_wins_over_its_variable(https_job, tmp_path):
+    url, bundle = https_job
+    env = {"UWS_CA_BUNDLE": str(tmp_path / "gone.pem")}
+    result = CliRunner().invoke(jobs, ["--url", url, "--ca-bundle", bundle, "show", "J"], env=env)
+    assert result.exit_code == 0, result.output
+
+
+def test_ca_bundle_from_the_variable(https_job):
+    url, bundle = https_job
+    result = CliRunner().invoke(jobs, ["--url", url, "show", "J"], env={"UWS_CA_BUNDLE": bundle})
+    assert result.exit_code == 0, result.output
+
+
 def test_ca_bundle_wins_over_requests_own_variable(https_job, tmp_path):
     url, bundle = https_job
     other = trustme.CA()

@@ -148,6 +148,15 @@ def test_delete_tunnel_with_anything_else_answers_400_and_keeps_the_job(client, 
     assert client.get(f"{path}/parameters/MESSAGE").data.strip() == b"kept"
 
 
+@pytest.mark.parametrize("method", ["PUT", "POST", "delete"])
+def test_action_delete_with_a_method_asking_otherwise_answers_400_and_keeps_the_job(client,
+                                                                                    method):
+    path = create(client)
+    r = client.post(path, data={"ACTION": "DELETE", "METHOD": method})
+    assert r.status_code == (303 if method == "delete" else 400)
+    assert client.get(path).status_code == (404 if method == "delete" else 200)
+
+
 def test_delete_tunnel_with_an_upload_answers_400_and_keeps_the_job(client):
     path = create(client)
     r = client.post(path, data={"ACTION": "DELETE", "DATA": (io.BytesIO(b"x"), "d.txt")},

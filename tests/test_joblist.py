@@ -315,7 +315,7 @@ def test_list_does_not_allow_delete_or_put(client, method):
     assert listed(client) == [job_id]
 
 
-@pytest.mark.parametrize("method", ["GET", "HEAD", "POST", "DELETE", "PUT"])
+@pytest.mark.parametrize("method", ["GET", "HEAD", "POST", "DELETE", "PUT", "OPTIONS"])
 def test_unknown_service_answers_404(client, method):
     assert client.open("/nosuchservice", method=method).status_code == 404
 

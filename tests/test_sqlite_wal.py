@@ -3,7 +3,9 @@ scheduler's checkpoint, outside the requests' commits (a checkpoint inside a com
 fsyncs with the store's write lock held)."""
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 
 import pytest
 
@@ -20,11 +22,11 @@ def sqlite_app(tmp_path, scheduler: bool):
 
 def jobs_in_the_file(tmp_path) -> int | None:
     """Jobs in the database file itself, as if the WAL were not there (None: not even
-    the table yet)."""
+    the table yet, or a page being written)."""
     file = sqlite3.connect(f"file:{tmp_path / 'uws.sqlite3'}?mode=ro&immutable=1", uri=True)
     try:
         return file.execute("SELECT count(*) FROM uws_job").fetchone()[0]
-    except sqlite3.OperationalError:
+    except sqlite3.DatabaseError:   # read while a checkpoint writes the file
         return None
     finally:
         file.close()
@@ -63,3 +65,16 @@ def test_the_scheduler_brings_committed_jobs_into_the_database_file(tmp_path, cr
 def test_a_checkpoint_is_harmless_on_either_back_end(api):
     api.store.checkpoint()      # PostgreSQL: nothing to do
     assert api.store.problem() is None
+
+
+def test_a_checkpoint_slower_than_its_interval_logs_no_skipped_runs(tmp_path, caplog,
+                                                                    monkeypatch):
+    from uws.store import Store
+    monkeypatch.setattr(Store, "checkpoint", lambda self: time.sleep(2.5))
+    caplog.set_level(logging.WARNING)
+    app = sqlite_app(tmp_path, scheduler=True)
+    try:
+        time.sleep(4)       # runs due at 1, 2, 3 s, while the first one lasts 2.5 s
+    finally:
+        shutdown(app)
+    assert not [r for r in caplog.records if r.name.startswith("apscheduler")]

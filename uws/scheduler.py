@@ -9,8 +9,21 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from . import timing
 
 
+class _NoOverlapNotices(logging.Filter):
+    """Drop APScheduler's warning that a run was skipped because the previous one has
+    not ended: one run at a time is what ``max_instances=1`` asks for, and a sweep
+    slower than its interval (a checkpoint of a large WAL on a slow disk) would
+    otherwise log it at every interval."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in record.getMessage()
+
+
 def start_scheduler(sweeps) -> BackgroundScheduler:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)   # one line per run otherwise
+    quiet = logging.getLogger("apscheduler.scheduler")
+    if not any(isinstance(f, _NoOverlapNotices) for f in quiet.filters):
+        quiet.addFilter(_NoOverlapNotices())
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1,
                                                   "misfire_grace_time": 10})
     scheduler.add_job(sweeps.enforce_deadlines, "interval", seconds=timing.DEADLINE_SWEEP,

@@ -94,9 +94,8 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True,
 TIMEOUT_OPTION = click.option(
     "--http-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
     help="Seconds to wait for a connection, and for each whole answer of the server [30].")
-CA_OPTION = click.option(
-    "--ca-bundle", type=click.Path(exists=True, dir_okay=False), envvar="UWS_CA_BUNDLE",
-    help="Certificate authorities to check https servers against [UWS_CA_BUNDLE].")
+CA_HELP = "Certificate authorities (a PEM file) to check https servers against"
+CA_FILE = click.Path(exists=True, dir_okay=False)
 
 
 def pass_options(command):
@@ -105,7 +104,7 @@ def pass_options(command):
     (``uws jobs show ID --json``) as well as before the subcommand."""
     @JSON_OPTION
     @TIMEOUT_OPTION
-    @CA_OPTION
+    @click.option("--ca-bundle", type=CA_FILE, help=f"{CA_HELP}.")    # the group reads the variable
     @click.pass_obj
     @functools.wraps(command)
     def wrapper(opts: Options, *args, as_json: bool = False, http_timeout=None, ca_bundle=None,
@@ -125,7 +124,7 @@ def pass_options(command):
 @click.option("--token", envvar="UWS_TOKEN", help="Bearer token [UWS_TOKEN].")
 @JSON_OPTION
 @TIMEOUT_OPTION
-@CA_OPTION
+@click.option("--ca-bundle", type=CA_FILE, envvar="UWS_CA_BUNDLE", help=f"{CA_HELP} [UWS_CA_BUNDLE].")
 @click.pass_context
 def jobs(ctx, url, user, password, token, as_json, http_timeout, ca_bundle):
     """Drive the jobs of any UWS 1.1 server."""

@@ -172,6 +172,8 @@ def _admit() -> None:
     _usable_host()
     _same_origin_only()
     identity.current_caller()   # authenticated once; what it may reach is each view's guard
+    if request.method == "OPTIONS" and _unserved_service() is not None:    # Flask answers it
+        raise NotFound(f"no service {_unserved_service()!r}")
 
 
 def _usable_host() -> None:

@@ -134,7 +134,9 @@ def post_job(service: str, job_id: str):
 
 
 def _action(control: dict) -> str | None:
-    """DELETE (ACTION or METHOD), REPEAT (ACTION), or None; 400 for anything else."""
+    """DELETE (ACTION or METHOD, or both), REPEAT (ACTION), or None; 400 for anything
+    else, and for two that disagree."""
+    words = set()
     for name, allowed in (("ACTION", ("DELETE", "REPEAT")), ("METHOD", ("DELETE",))):
         value = single(control, name)
         if value is None:
@@ -142,8 +144,10 @@ def _action(control: dict) -> str | None:
         word = value.strip().upper()
         if word not in allowed:
             raise BadRequest(f"{name}: must be {' or '.join(allowed)}, not {value!r}")
-        return word
-    return None
+        words.add(word)
+    if len(words) > 1:
+        raise BadRequest("ACTION and METHOD ask for different things")
+    return words.pop() if words else None
 
 
 def _repeat(service: str, job_id: str, control: dict, pairs):
