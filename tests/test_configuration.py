@@ -138,3 +138,9 @@ def test_a_correct_command_service_is_accepted_with_its_placeholders():
         "outputs": [{"name": "count", "file": "count.txt", "mime_type": "text/plain"}]}}})
     assert cfg.services["wc"].command == ("wc", "-l", "{F}")
     assert cfg.services["wc"].outputs[0].file == "count.txt"
+
+
+def test_the_celery_queue_may_come_from_the_environment():
+    cfg = from_dict({"executor": {"kind": "celery", "broker_url": "redis://127.0.0.1:1/0"}},
+                    env={"UWS_QUEUE": "uws-cutouts"})
+    assert cfg.queue == "uws-cutouts"

@@ -108,7 +108,7 @@ _ENV = {
     "UWS_DATABASE_URL": "database_url", "UWS_WAIT_MAX": "wait_max",
     "UWS_THREADS": "threads", "UWS_EXECUTOR": "executor", "UWS_SLOTS": "slots",
     "UWS_MAX_UPLOAD_BYTES": "max_upload_bytes", "UWS_SCHEDULER": "scheduler",
-    "UWS_PUBLIC_URL": "public_url", "UWS_BROKER_URL": "broker_url",
+    "UWS_PUBLIC_URL": "public_url", "UWS_BROKER_URL": "broker_url", "UWS_QUEUE": "queue",
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 

@@ -9,12 +9,20 @@ within running caps), and runs each with the same runner contract and isolation
 
 - a message delivered twice, or one too many, runs nothing twice: the second
   claim finds no job;
-- messages are acknowledged late: a worker that dies returns its messages to
-  the broker, and its jobs' leases expire (or, on the same host, its death is
-  seen at once), so they end in ERROR or are queued again (``retry = true``);
+- a message only wakes a worker: its task returns at once, and the worker's own
+  ``slots`` threads claim and run the jobs (each looks again every
+  ``timing.QUEUE_POLL`` seconds when idle).  No message waits unacknowledged
+  while jobs run: RabbitMQ's ``consumer_timeout`` (30 minutes) closes the channel
+  of a message held that long and stops the worker, which a task running a job,
+  or a message prefetched behind it, did.  A worker that dies leaves its jobs'
+  leases to expire (on the same host, the sweep sees its process gone within
+  ``timing.LOST_LEASE_SWEEP``), so they end in ERROR or are queued again
+  (``retry = true``), and queued jobs are published for again (below);
 - a broker that is down loses nothing: the job stays QUEUED, the front end says
   so in its log, and every ``timing.REDISPATCH`` seconds it publishes again for
-  the jobs queued longer than that, until the broker takes the messages;
+  the jobs queued longer than that while the broker's queue holds no message,
+  until the broker takes them (a publish fails at once when the broker is down,
+  so RUN does not wait for it);
 - a job that may start only later (STARTAFTER, a retry's backoff) gets its
   message at that time from the front end that queued it (the others see it
   within ``timing.REDISPATCH``), and a worker claims no job before its time;
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -37,13 +46,15 @@ log = logging.getLogger(__name__)
 TASK = "uws.run_queued"
 
 
-def celery_app(cfg):
-    """The Celery application of front ends and workers alike."""
+def celery_app(cfg, publisher: bool = False):
+    """The Celery application of front ends (``publisher``) and workers."""
     from celery import Celery
     app = Celery("uws", broker=cfg.broker_url, set_as_current=False)
+    if publisher:   # one try to connect, not kombu's retries: RUN took 6 s with it down
+        app.conf.broker_transport_options = {"max_retries": 1, "interval_start": 0,
+                                             "interval_step": 0, "interval_max": 0}
     app.conf.update(
-        task_acks_late=True,                # a worker lost mid-job returns its message
-        task_reject_on_worker_lost=True,
+        task_acks_late=False,               # see the module's docstring
         worker_prefetch_multiplier=1,       # no worker hoards messages others could take
         task_ignore_result=True,
         task_default_queue=cfg.queue,
@@ -61,7 +72,7 @@ class CeleryExecutor:
     def __init__(self, *, config: Settings, store: RunStore):
         self.config = config
         self.store = store
-        self.app = celery_app(config)
+        self.app = celery_app(config, publisher=True)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -101,15 +112,19 @@ class CeleryExecutor:
             for _ in range(count):
                 self.app.send_task(TASK, queue=self.config.queue, retry=False)
         except Exception as exc:    # kombu's errors vary by transport
-            if not self._broker_down:
-                log.warning("the broker cannot be reached (%s): queued jobs stay QUEUED "
-                            "and are dispatched when it is back", exc)
-            self._broker_down = True
+            self._reached(False, exc)
             return False
-        if self._broker_down:
-            log.warning("the broker is back: dispatching the queued jobs")
-        self._broker_down = False
+        self._reached(True)
         return True
+
+    def _reached(self, reached: bool, problem: Exception | None = None) -> None:
+        """Note whether the broker answered; log when that changes."""
+        if not reached and not self._broker_down:
+            log.warning("the broker cannot be reached (%s): queued jobs stay QUEUED "
+                        "and are dispatched when it is back", problem)
+        elif reached and self._broker_down:
+            log.warning("the broker is back: dispatching the queued jobs")
+        self._broker_down = not reached
 
     def _redispatch_loop(self) -> None:
         services = list(self.config.services)
@@ -126,11 +141,29 @@ class CeleryExecutor:
                 if time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + timing.REDISPATCH
                     waiting = self.store.count_queued(services, older_than=timing.REDISPATCH)
-                    if waiting:
+                    if not self._messages_waiting() and waiting:
                         self.publish(min(waiting, MAX_REDISPATCH))
             except Exception:
                 log.exception("re-dispatching queued jobs failed")
                 self._stopping.wait(timing.REDISPATCH)
+
+    def _messages_waiting(self) -> bool:
+        """Whether the broker's queue holds messages no worker has taken yet.  Jobs
+        queued behind busy workers are not lost: each thread takes the next job
+        when it ends one, and a message waiting will wake the first thread idle.
+        Publishing for them at every sweep grew the queue by hundreds of messages
+        a minute while no worker took them.  False when unknown; asking also tells
+        whether the broker is back after it was down, with no job to publish for."""
+        try:
+            with self.app.connection_for_write() as conn:
+                declared = conn.default_channel.queue_declare(queue=self.config.queue,
+                                                              passive=True)
+        except Exception as exc:    # noqa: BLE001 - kombu's errors vary by transport
+            not_declared = str(getattr(exc, "reply_code", "")) == "404"     # Redis: empty
+            self._reached(not_declared, exc)
+            return False
+        self._reached(True)
+        return declared.message_count > 0
 
     def _wait_until_due(self, services: list[str], next_sweep: float) -> None:
         """Sleep until the next re-dispatch, or until the next QUEUED job's start
@@ -144,7 +177,7 @@ class CeleryExecutor:
         self._wake.wait(max(0.0, timeout))
 
 
-#: messages one re-dispatch publishes at most: each keeps a worker thread taking
+#: messages one re-dispatch publishes at most: each wakes a worker thread, which takes
 #: jobs until none is left, so a few wake as many workers as there are
 MAX_REDISPATCH = 64
 
@@ -157,16 +190,14 @@ def run_worker(cfg, argv: list[str] | None = None) -> None:
     store = Store(cfg.db_url, pool_size=max(4, cfg.slots + 2))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     executor = ProcessExecutor(config=cfg, store=store, files=files, slots=cfg.slots)
-    executor.start_monitor()
+    executor.start()
     app = celery_app(cfg)
 
     @app.task(name=TASK)
     def run_queued() -> None:
-        while executor.run_next():
-            pass
+        executor.submit("")     # a wake-up: the executor's threads claim the jobs
 
-    # A warm shutdown (SIGTERM) waits for the running tasks: let each end with the
-    # job it runs instead of taking queued jobs for as long as any are left.
+    # A warm shutdown (SIGTERM) takes no more jobs; the running ones end first (below).
     from celery.signals import worker_shutting_down
     worker_shutting_down.connect(lambda **_: executor.drain(), weak=False)
 
@@ -175,13 +206,34 @@ def run_worker(cfg, argv: list[str] | None = None) -> None:
     try:
         # A node name of its own: Celery's default (celery@host) is the same for every
         # worker of a machine, and a second one dies on the first one's control queue.
-        app.worker_main(["worker", "--pool", "threads", "--concurrency", str(cfg.slots),
+        app.worker_main(["worker", "--pool", "threads", "--concurrency", "1",
                          "--queues", cfg.queue, "--loglevel", "INFO", "--without-gossip",
                          "--without-mingle", "--hostname", f"uws-{os.getpid()}@%h",
                          *(argv or [])])
     finally:
-        executor.stop()
-        store.close()
+        try:
+            _let_running_jobs_end(executor)
+        finally:
+            executor.stop()     # kills what still runs: a second SIGTERM, or an error
+            store.close()
+
+
+def _let_running_jobs_end(executor) -> None:
+    """Claim nothing more and wait for the running jobs; another SIGTERM (or Ctrl-C)
+    stops waiting."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    executor.drain()
+    main = threading.current_thread() is threading.main_thread()    # signals: there only
+    previous = signal.signal(signal.SIGTERM, interrupt) if main else None
+    try:
+        while executor.running_ids:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        log.warning("stopping now: the running jobs are killed")
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _safe(url: str) -> str:
