@@ -447,6 +447,21 @@ def test_an_unknown_revision_stops_uws_serve_with_one_line_and_status_2(tmp_path
     assert revision_of(db_url) == UNKNOWN
 
 
+def test_an_unknown_revision_stops_uws_worker_with_one_line_and_status_2(tmp_path, db_url):
+    Store(db_url).close()
+    stamp(db_url, UNKNOWN)
+    config = tmp_path / "worker.toml"
+    config.write_text(f'[server]\ndatabase_url = "{db_url}"\ndata_dir = "{tmp_path / "data"}"\n'
+                      '[executor]\nkind = "celery"\nbroker_url = "redis://127.0.0.1:6379/15"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("UWS_")}
+    done = subprocess.run([UWS_COMMAND, "worker", "--config", str(config)], capture_output=True,
+                          text=True, timeout=120, env=clean)
+    assert done.returncode == 2
+    (line,) = [x for x in done.stderr.strip().splitlines() if not x[:4].isdigit()]  # no log
+    assert line.startswith("uws: cannot start:") and UNKNOWN in line, line
+    assert revision_of(db_url) == UNKNOWN
+
+
 def test_a_database_that_cannot_be_reached_is_one_line_and_status_2(tmp_path):
     done = uws_db(tmp_path, "postgresql+psycopg://nobody@127.0.0.1:1/x", "db", "current")
     assert done.returncode == 2

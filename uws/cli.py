@@ -66,9 +66,10 @@ def worker_command(args) -> int:
     except config_mod.ConfigError as exc:
         return _refuse(f"cannot use the configuration: {exc}")
     from .execution.distributed import run_worker
+    from .store.schema import SchemaError
     try:
         run_worker(cfg)
-    except (OSError, SQLAlchemyError) as exc:
+    except (OSError, ImportError, SQLAlchemyError, SchemaError) as exc:
         return _refuse(f"cannot start: {' '.join(str(exc).split())}")
     return 0
 
