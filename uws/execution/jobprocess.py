@@ -35,6 +35,7 @@ class Running:
     process: subprocess.Popen | ForkedJob
     killed: bool = False
     attempt: int = 1        # of the job (automatic retries)
+    superseded: bool = False    # another worker took the job over: not ours to record
 
 
 class JobProcesses:
@@ -108,17 +109,18 @@ class JobProcesses:
         # Without a cgroup the supervisor's own sweep is what finds descendants that
         # left the group: let it finish (it takes milliseconds but for a fork storm).
         grace = timing.KILL_GRACE if self.cgroups is not None else timing.SUPERVISOR_GRACE
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-            running.process.wait(grace)
-        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
-            pass
+        _terminate(running, grace)
         if self.cgroups is not None:
             self.cgroups.kill(running.job_id)
-        try:
-            os.killpg(pgid, signal.SIGKILL)     # stragglers in the group
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_group(pgid)   # stragglers in the group
+
+    def end_attempt(self, running: Running) -> None:
+        """End this attempt of a job taken over by another worker: its own process
+        group only (TERM, the supervisor's grace, KILL).  The job's cgroup and the
+        processes carrying its UWS_JOB_ID are named by the job id, and so may be the
+        new attempt's by now."""
+        _terminate(running, timing.SUPERVISOR_GRACE)
+        _kill_group(running.process.pid)
 
     def end_leftovers(self, running: Running, thorough: bool) -> None:
         """Nothing a job started outlives it: everything in its cgroup, what is left
@@ -127,10 +129,7 @@ class JobProcesses:
         its UWS_JOB_ID (its supervisor has killed its descendants already)."""
         if self.cgroups is not None:
             self.cgroups.remove(running.job_id)
-        try:
-            os.killpg(running.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_group(running.process.pid)
         if thorough:
             kill_strays(running.job_id)
 
@@ -141,3 +140,19 @@ class JobProcesses:
             self.cgroups.remove(job_id)
         kill_strays(job_id)
 
+
+def _terminate(running: Running, grace: float) -> None:
+    """TERM to the job's process group, then up to ``grace`` for its first process
+    (the supervisor, which kills every descendant) to end."""
+    try:
+        os.killpg(running.process.pid, signal.SIGTERM)
+        running.process.wait(grace)
+    except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

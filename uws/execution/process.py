@@ -7,7 +7,9 @@ a job and what it started), follow its report lines (:mod:`.reports`) and record
 it ended (:mod:`.outcome`).  A monitor thread renews the leases of running jobs and
 kills every job whose phase is no longer EXECUTING in the database: an ABORT made by
 any process, an exceeded execution duration or a destruction ends the work within a
-second.
+second.  A job taken over by another worker (this one was stopped past its lease, and
+a sweep queued the job again) is no longer this worker's: it ends its own attempt's
+processes and records nothing of it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from .. import timing
 from ..model import ErrorSummary
@@ -168,15 +171,49 @@ class ProcessExecutor(Executor):
                 if time.monotonic() - last_measure > timing.USAGE_CHECK:
                     self._stop_oversize(ids)
                     last_measure = time.monotonic()
-                current = self.store.phases_of(ids)
-                for job_id in ids:
-                    if current.get(job_id) is not Phase.EXECUTING:
-                        self.abort(job_id)
+                self._stop_unowned(ids)
                 if time.monotonic() - last_renewal > timing.LEASE / 3:
-                    self.store.renew_leases(self.worker_id, ids, timing.LEASE)
+                    renewed = self.store.renew_leases(self.worker_id, ids, timing.LEASE)
                     last_renewal = time.monotonic()
+                    # Not renewed: ended, or taken over since the look above (a worker
+                    # resumed after a pause past its lease): stop it now.
+                    self._stop_unowned([i for i in ids if i not in renewed])
             except Exception:
                 log.exception("monitor pass failed")
+
+    def _stop_unowned(self, ids: list[str]) -> None:
+        """Kill the jobs run here that this worker no longer runs: taken over by
+        another worker (this attempt only), or no longer EXECUTING (aborted, deleted,
+        out of time, destroyed)."""
+        leases = self.store.lease_states(ids)
+        for job_id in ids:
+            if superseded(leases.get(job_id), self.worker_id):
+                self._end_superseded(job_id)
+            elif job_id not in leases or leases[job_id][0] is not Phase.EXECUTING:
+                self.abort(job_id)
+
+    def _end_superseded(self, job_id: str) -> None:
+        with self._lock:
+            running = self._running.get(job_id)
+        # An attempt whose process has ended is its own thread's to settle (its own
+        # retry may have queued the job again).
+        if running is not None and not running.superseded and running.process.poll() is None:
+            self._forsake(running)
+            self.processes.end_attempt(running)
+
+    def _forsake(self, running: Running) -> None:
+        """Mark the attempt as no longer this worker's (once): its end is not recorded."""
+        running.superseded = True
+        log.warning("job %s: another worker has taken it over (this worker's lease "
+                    "expired); attempt %d here ends unrecorded", running.job_id,
+                    running.attempt)
+
+    def _check_superseded(self, running: Running) -> bool:
+        if not running.superseded and superseded(
+                self.store.lease_states([running.job_id]).get(running.job_id),
+                self.worker_id):
+            self._forsake(running)
+        return running.superseded
 
     def _stop_oversize(self, ids: list[str]) -> None:
         """End in ERROR the running jobs that wrote more than their service allows
@@ -213,10 +250,15 @@ class ProcessExecutor(Executor):
             task = task_of(job, service, self.files, self.config.max_upload_bytes)
             send_task(process, task)
             self.processes.dirs.refill()    # the next job's directory, while this one runs
-            reader = ReportReader(job_id, store=self.store, files=self.files, service=service)
+            reader = _AttemptReports(lambda: self._check_superseded(running), job_id,
+                                     store=self.store, files=self.files, service=service)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()
+            if self._check_superseded(running):
+                # The job's cgroup and UWS_JOB_ID may be the new attempt's: spare them.
+                self.processes.end_attempt(running)
+                return
             lost_it = isinstance(process, ForkedJob) and process.lost
             self.processes.end_leftovers(running,
                                          thorough=held_open or running.killed or lost_it)
@@ -224,10 +266,11 @@ class ProcessExecutor(Executor):
         finally:
             if not followed:
                 os.close(read_fd)
-            if reader is not None and not completed:
+            recorded = completed or running.superseded    # nothing left to record
+            if reader is not None and not recorded:
                 _keep_results(reader)      # an exception above: what it reported stays
             try:
-                if not completed:
+                if not recorded:
                     self._forget_if_deleted(job_id)
             finally:    # last, so a job no longer running has been tidied up
                 with self._lock:
@@ -240,6 +283,30 @@ class ProcessExecutor(Executor):
             return False
         self.files.remove(job_id)
         return True
+
+
+def superseded(lease: tuple[Phase, str | None] | None, worker: str) -> bool:
+    """Whether a job's (phase, lease owner) say ``worker`` no longer holds it: a sweep
+    found its lease expired and queued it again, or another worker has claimed it."""
+    if lease is None:
+        return False        # deleted: handled as an ABORT is
+    phase, owner = lease
+    if phase is Phase.EXECUTING:
+        return owner != worker
+    return phase in (Phase.QUEUED, Phase.HELD, Phase.PENDING)
+
+
+class _AttemptReports(ReportReader):
+    """One attempt's reports: its results are recorded only while the job is still
+    this attempt's (a job taken over gets the new attempt's results, not these)."""
+
+    def __init__(self, superseded: Callable[[], bool], *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._superseded = superseded
+
+    def flush_results(self) -> None:
+        if self.held_results() and not self._superseded():
+            super().flush_results()
 
 
 def _keep_results(reader: ReportReader) -> None:

@@ -97,7 +97,9 @@ _SERVICE_OF = sa.select(J.c.service).where(J.c.id == sa.bindparam("_id"))
 _RENEW = (J.update().where(J.c.id.in_(sa.bindparam("ids", expanding=True)),
                            J.c.lease_owner == sa.bindparam("worker"),
                            J.c.phase == Phase.EXECUTING.value)
-          .values(lease_expires=sa.bindparam("expires")))
+          .values(lease_expires=sa.bindparam("expires")).returning(J.c.id))
+_LEASES = sa.select(J.c.id, J.c.phase, J.c.lease_owner).where(
+    J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _OVERDUE = sa.select(J.c.id).where(J.c.phase == Phase.EXECUTING.value,
                                    J.c.deadline <= sa.bindparam("now"))
 _LEASE_LOST = sa.select(J.c.id, J.c.service, J.c.lease_owner).where(
@@ -279,13 +281,26 @@ class RunningQueries(StorePart):
         self._changed(job_id)
         return True
 
-    def renew_leases(self, worker: str, job_ids: Iterable[str], lease_seconds: float) -> None:
+    def renew_leases(self, worker: str, job_ids: Iterable[str], lease_seconds: float) -> set[str]:
+        """Extend the leases ``worker`` still holds on ``job_ids``; the ids renewed (one
+        missing ended, or was taken over by another worker after its lease expired)."""
         ids = list(job_ids)
         if not ids:
-            return
+            return set()
         expires = timeutil.add_seconds(timeutil.now(), lease_seconds)
         with writing(self.engine) as conn:
-            conn.execute(_RENEW, {"ids": ids, "worker": worker, "expires": expires})
+            return set(conn.execute(_RENEW, {"ids": ids, "worker": worker,
+                                             "expires": expires}).scalars())
+
+    def lease_states(self, job_ids: Iterable[str]) -> dict[str, tuple[Phase, str | None]]:
+        """(phase, lease owner) of each existing job of ``job_ids``: whether a worker
+        still holds the job it runs (one read by primary key)."""
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        with reading(self.engine) as conn:
+            return {job_id: (Phase(phase), owner)
+                    for job_id, phase, owner in conn.execute(_LEASES, {"ids": ids})}
 
     def overdue_ids(self, now: dt.datetime) -> list[str]:
         """EXECUTING jobs past their execution-duration deadline."""

@@ -1,0 +1,174 @@
+"""A worker paused past its lease (kill -STOP) whose job a sweep queued again and
+another worker claimed: once it runs again, its attempt is no longer its own.  It
+ends that attempt's own processes and records nothing of it, sparing the new
+attempt's (same job id, cgroup name and UWS_JOB_ID).
+
+The takeover is written to the database as a reclaim leaves it: the job EXECUTING
+under another worker's lease."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+
+from uws.execution.strays import job_pids
+from uws.web.app import create_app, shutdown
+
+from conftest import ValidatingClient, make_config
+from uwshelp import NS, gone, job_id, job_xml, phase, wait_for
+
+NEW_WORKER = "elsewhere:1:x"
+# Reports a result at once with EARLY, waits for GO/<job id>, then reports another
+# and ends well.
+RUNNERS = '''
+import time
+from pathlib import Path
+GO = Path({go!r})
+
+def report(ctx, name):
+    (ctx.workdir / f"{{name}}.txt").write_text(name)
+    ctx.add_result(name, f"{{name}}.txt", "text/plain")
+
+def hold(params, ctx):
+    if params["EARLY"]:
+        report(ctx, "early")
+    while not (GO / ctx.job_id).exists():
+        time.sleep(0.01)
+    report(ctx, "late")
+'''
+HOLD = {"runner": "holdrunners:hold", "max_attempts": 3,
+        "parameters": [{"name": "EARLY", "type": "boolean", "default": False}]}
+
+
+@pytest.fixture
+def go(tmp_path, monkeypatch):
+    """Where a test tells a job to go on: touch GO/<job id>."""
+    lib, go = tmp_path / "lib", tmp_path / "go"
+    lib.mkdir()
+    go.mkdir()
+    (lib / "holdrunners.py").write_text(RUNNERS.format(go=str(go)))
+    monkeypatch.syspath_prepend(str(lib))
+    return go
+
+
+@pytest.fixture
+def app(tmp_path, db_url, go):
+    # no sweeps: the lease this worker can no longer renew must not be recovered here
+    application = create_app(make_config(tmp_path, db_url, scheduler=False,
+                                         services={"hold": HOLD}))
+    application.test_client_class = ValidatingClient
+    yield application
+    shutdown(application)
+
+
+@pytest.fixture
+def standins():
+    """Processes standing in for the new attempt; killed at the end."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def start(client, **params) -> tuple[str, list[int]]:
+    """Run a hold job; its path and the pids of its (first) attempt once it runs."""
+    r = client.post("/hold", data={**params, "PHASE": "RUN"})
+    assert r.status_code == 303, r.data
+    path = r.headers["Location"].replace("http://localhost", "")
+    wait_for(lambda: phase(client, path) == "EXECUTING" and job_pids(job_id(path)), timeout=20)
+    return path, job_pids(job_id(path))
+
+
+def take_over(api, job: str) -> None:
+    """What a sweep's reclaim and another worker's claim leave: EXECUTING, its lease."""
+    with api.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE uws_job SET lease_owner = :w WHERE id = :id"),
+                     {"w": NEW_WORKER, "id": job})
+
+
+def new_attempt(api, job: str, standins) -> subprocess.Popen:
+    """A process of the new attempt: its UWS_JOB_ID, its cgroup (where there are
+    cgroups), a process group of its own."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         env={**os.environ, "UWS_JOB_ID": job}, start_new_session=True)
+    standins.append(p)
+    cgroups = api.executor.processes.cgroups
+    if cgroups is not None:
+        assert cgroups.enter(job, p.pid)
+    return p
+
+
+def kill_stale(pids) -> None:
+    """What the sweep's end_lost did to the stale attempt while its worker was paused."""
+    for group in {os.getpgid(pid) for pid in pids if not gone([pid])}:
+        os.killpg(group, signal.SIGKILL)
+
+
+def let_go(api, job: str) -> None:
+    wait_for(lambda: job not in api.executor.running_ids, timeout=10)
+
+
+def lease(api, job: str) -> tuple[str, str | None]:
+    with api.store.engine.connect() as conn:
+        return tuple(conn.execute(sa.text("SELECT phase, lease_owner FROM uws_job WHERE id = :id"),
+                                  {"id": job}).one())
+
+
+def result_ids(api, job: str) -> list[str]:
+    with api.store.engine.connect() as conn:
+        return list(conn.execute(sa.text("SELECT id FROM uws_result WHERE job_id = :id"),
+                                 {"id": job}).scalars())
+
+
+def test_the_end_of_a_superseded_attempt_is_not_recorded(client, api):
+    path, pids = start(client)
+    take_over(api, job_id(path))
+    kill_stale(pids)
+    let_go(api, job_id(path))
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+    assert job_xml(client, path).find("uws:errorSummary", NS) is None
+
+
+def test_a_worker_ends_its_superseded_attempt_within_a_second(client, api):
+    path, pids = start(client)
+    take_over(api, job_id(path))
+    wait_for(lambda: gone(pids), timeout=2)
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+
+
+def test_a_superseded_attempt_records_no_results(client, api, go):
+    path, _ = start(client)
+    take_over(api, job_id(path))
+    (go / job_id(path)).touch()     # it reports a result, then ends well
+    let_go(api, job_id(path))
+    assert result_ids(api, job_id(path)) == []
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+
+
+@pytest.mark.parametrize("killed_by_the_sweep", [True, False])
+def test_the_new_attempts_processes_outlive_the_superseded_one(client, api, standins,
+                                                              killed_by_the_sweep):
+    path, pids = start(client)
+    take_over(api, job_id(path))
+    new = new_attempt(api, job_id(path), standins)
+    if killed_by_the_sweep:
+        kill_stale(pids)
+    let_go(api, job_id(path))
+    assert gone(pids)
+    assert new.poll() is None
+    assert new.pid in job_pids(job_id(path))
+
+
+def test_an_abort_still_ends_the_jobs_processes_and_keeps_its_results(client, api):
+    path, pids = start(client, EARLY="true")
+    wait_for(lambda: (api.files.results_dir(job_id(path)) / "early.txt").exists(), timeout=5)
+    assert client.post(f"{path}/phase", data={"PHASE": "ABORT"}).status_code == 303
+    wait_for(lambda: gone(pids) and job_id(path) not in api.executor.running_ids, timeout=5)
+    assert phase(client, path) == "ABORTED"
+    assert [r.get("id") for r in job_xml(client, path).findall("uws:results/uws:result", NS)] \
+        == ["early"]
