@@ -303,3 +303,16 @@ def test_a_job_within_its_limits_completes(writers):
     client, _ = writers
     _, doc = ended(client, "modest")
     assert "<uws:phase>COMPLETED</uws:phase>" in doc
+
+
+def test_files_written_beside_the_working_directory_count_against_the_limits(make_app):
+    application = make_app({
+        "beside": writer("mkdir ../x; for i in $(seq 1 60); do : > ../x/f$i; done; sleep 30",
+                         max_result_files=50),
+        "beside-big": writer("head -c 2000000 /dev/zero > ../big; sleep 30",
+                             max_result_bytes=1_000_000, max_log_bytes=3_000_000),
+    })
+    client = application.test_client()
+    for service, limit in (("beside", "max_result_files"), ("beside-big", "max_result_bytes")):
+        _, doc = ended(client, service)
+        assert "<uws:phase>ERROR</uws:phase>" in doc and limit in doc, service

@@ -27,7 +27,8 @@ CHUNK = 1 << 16
 class Usage:
     """Bytes on disk of one job's directory, by what they are."""
     uploads: int = 0
-    written: int = 0        # by the job: results, temporary files, fetched URLs
+    written: int = 0        # by the job: results, temporary files, fetched URLs, and
+                            # anything else in its directory but uploads and logs
     logs: int = 0           # its stdout and stderr
     entries: int = 0        # files, folders and links among what the job wrote
 
@@ -36,7 +37,7 @@ class Usage:
         return self.uploads + self.written + self.logs
 
 
-WRITTEN = ("results", "tmp", "fetched")
+WRITTEN = ("results", "tmp", "fetched")     # made by the server for what the job writes
 LOGS = ("stdout.log", "stderr.log")
 
 
@@ -107,11 +108,15 @@ class JobFiles:
 
     def usage(self, job_id: str) -> Usage:
         top = self.job_dir(job_id)
-        written = [tree_size(top / name) for name in WRITTEN]
-        return Usage(uploads=tree_size(top / "uploads")[0],
-                     written=sum(size for size, _ in written),
-                     logs=sum(tree_size(top / name)[0] for name in LOGS),
-                     entries=sum(count for _, count in written))
+        written = entries = 0
+        for name in _names(top):    # all the job could write: ../x counts as results/x
+            if name in ("uploads", *LOGS):
+                continue
+            size, count = tree_size(top / name)
+            written += size
+            entries += count + (name not in WRITTEN)    # the server made those
+        return Usage(uploads=tree_size(top / "uploads")[0], written=written,
+                     logs=sum(tree_size(top / name)[0] for name in LOGS), entries=entries)
 
     def remove(self, job_id: str) -> bool:
         """Remove the job's directory; False (logged) if some of it is left."""
@@ -127,6 +132,13 @@ class JobFiles:
         if base.resolve() not in path.parents:
             raise NotFound(f"no file {name!r}")
         return path
+
+
+def _names(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def tree_size(path: Path) -> tuple[int, int]:
