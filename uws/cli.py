@@ -18,7 +18,7 @@ def main(argv=None) -> int:
         return jobs_command(argv[1:])
     parser = argparse.ArgumentParser(prog="uws", description="IVOA UWS 1.1 job server")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the embedded server (SQLite, local executor)")
+    serve = sub.add_parser("serve", help="run the HTTP server (by default: SQLite, jobs run here)")
     serve.add_argument("--config", help="TOML configuration file")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default 8700)")
