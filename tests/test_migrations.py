@@ -444,6 +444,8 @@ def test_an_unknown_revision_stops_uws_serve_with_one_line_and_status_2(tmp_path
     assert UNKNOWN in line and "does not know" in line, line
     done = uws_db(tmp_path, db_url, "db", "current")
     assert done.returncode == 0 and f"revision {UNKNOWN}, unknown to this uws" in done.stdout
+    done = uws_db(tmp_path, db_url, "db", "recount")
+    assert done.returncode == 2 and "newer uws" in done.stderr and "upgrade" not in done.stderr
     assert revision_of(db_url) == UNKNOWN
 
 

@@ -161,7 +161,12 @@ def _recount(engine) -> str:
     still running after an upgrade, or a change made by hand."""
     from .store import counts, schema, usage
 
-    if not schema.read_status(engine).current:
+    status = schema.read_status(engine)
+    if status.revision is not None and not status.known:
+        raise schema.SchemaError(f"revision {status.revision} is unknown to this uws (its "
+                                 f"newest is {status.head}): recount with the newer uws "
+                                 "that made it")
+    if not status.current:
         raise schema.SchemaError("not at the newest revision: run uws db upgrade first")
     with engine.begin() as conn:
         counts.recount(conn)
