@@ -137,3 +137,23 @@ def test_a_killed_server_not_yet_reaped_counts_as_dead():
     finally:
         child.wait()
     assert _alive(f"{socket.gethostname()}:{os.getpid()}:nonce")
+
+
+EXIT_WHILE_ANSWERING = """
+import sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from uws import config
+from uws.web.app import create_app
+app = create_app(config.load(None, env={}, data_dir=tempfile.mkdtemp()))
+ThreadPoolExecutor(1).submit(time.sleep, 2)     # a request still answered at exit
+time.sleep(0.5)
+sys.exit(0)
+"""
+
+
+def test_a_process_exiting_while_a_request_is_answered_logs_no_scheduler_errors(tmp_path):
+    # what a gunicorn worker does when reloaded while a WAIT blocks
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_ANSWERING], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

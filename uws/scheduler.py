@@ -3,6 +3,8 @@ processes may run them at once)."""
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -43,4 +45,22 @@ def start_scheduler(sweeps) -> BackgroundScheduler:
     scheduler.add_job(sweeps.checkpoint, "interval", seconds=timing.CHECKPOINT_SWEEP,
                       id="checkpoint")
     scheduler.start()
+    _stop_before_interpreter_exit(scheduler)
     return scheduler
+
+
+def _stop_before_interpreter_exit(scheduler: BackgroundScheduler) -> None:
+    """At exit, concurrent.futures refuses new work, then waits for the threads still
+    answering requests (a gunicorn worker reloaded while a WAIT blocks): each run the
+    scheduler tried meanwhile logged a traceback.  Stop it first.  (Held weakly: a
+    process that builds many apps, the tests, keeps none of them alive.)"""
+    register = getattr(threading, "_register_atexit", None)     # runs before that refusal
+    if register is None:
+        return
+    ref = weakref.ref(scheduler)
+
+    def stop() -> None:
+        live = ref()
+        if live is not None and live.running:
+            live.shutdown(wait=False)
+    register(stop)
