@@ -15,7 +15,7 @@ from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
-from uwshelp import NS, job_id, job_xml, phase, settle, text, wait_for
+from uwshelp import NS, job_id, job_xml, phase, runner_module, settle, text, wait_for
 
 Q = {"q": "urn:ivoa-uws-server:queue", **NS}
 # Appends "<time>" to RUNS/<job id> at each run, reports progress and a result of
@@ -51,11 +51,9 @@ def command(runs, code: int) -> list[str]:
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
     """Where the runners log their runs: one file per job, a line per run."""
-    lib, logs = tmp_path / "lib", tmp_path / "runs"
-    lib.mkdir()
+    logs = tmp_path / "runs"
     logs.mkdir()
-    (lib / "retryrunners.py").write_text(RUNNERS.format(runs=str(logs)))
-    monkeypatch.syspath_prepend(str(lib))
+    runner_module(tmp_path, monkeypatch, "retryrunners", RUNNERS.format(runs=str(logs)))
     return logs
 
 

@@ -19,7 +19,7 @@ from uws.execution.strays import job_pids
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
-from uwshelp import NS, gone, job_id, job_xml, phase, wait_for
+from uwshelp import NS, gone, job_id, job_xml, phase, runner_module, wait_for
 
 NEW_WORKER = "elsewhere:1:x"
 # Reports a result at once with EARLY, waits for GO/<job id>, then reports another
@@ -47,11 +47,9 @@ HOLD = {"runner": "holdrunners:hold", "max_attempts": 3,
 @pytest.fixture
 def go(tmp_path, monkeypatch):
     """Where a test tells a job to go on: touch GO/<job id>."""
-    lib, go = tmp_path / "lib", tmp_path / "go"
-    lib.mkdir()
+    go = tmp_path / "go"
     go.mkdir()
-    (lib / "holdrunners.py").write_text(RUNNERS.format(go=str(go)))
-    monkeypatch.syspath_prepend(str(lib))
+    runner_module(tmp_path, monkeypatch, "holdrunners", RUNNERS.format(go=str(go)))
     return go
 
 

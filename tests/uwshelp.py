@@ -22,6 +22,15 @@ ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
 UWS_COMMAND = str(Path(sys.executable).with_name("uws"))
 
 
+def runner_module(tmp_path: Path, monkeypatch, name: str, source: str) -> None:
+    """Make ``source`` the importable module ``name`` (a service's runner), in a folder
+    of the test's own put on the path."""
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    (lib / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(lib))
+
+
 def files_under(root: Path, pattern: str = "*") -> list[Path]:
     """The files under ``root`` matching ``pattern``, but those of the executors' spare
     job directories (``jobs/.spare/``, made ahead of any job; uws.execution.jobdirs)."""
