@@ -51,11 +51,14 @@ def test_a_startafter_in_the_past_runs_at_once(client):
 
 
 def test_an_abort_before_the_start_time_means_the_job_never_runs(client):
-    when = in_seconds(1)
+    # A lead long enough that a loaded machine still aborts before the start time
+    # (with 1 s, a CI run once took longer to create and abort, and the job ran).
+    when = in_seconds(4)
     path = create(client, DURATION="0", STARTAFTER=format_time(when), PHASE="RUN")
     assert client.post(f"{path}/phase", data={"PHASE": "ABORT"}).status_code == 303
+    assert timeutil.now() < when, "aborted after the start time: the test proves nothing"
     later = when + dt.timedelta(seconds=1.5)    # past the time it would have been taken
-    wait_for(lambda: timeutil.now() > later, timeout=5, step=0.1)
+    wait_for(lambda: timeutil.now() > later, timeout=10, step=0.1)
     doc = job_xml(client, path)
     assert text(doc, "phase") == "ABORTED"
     assert doc.find("uws:startTime", NS).get("{http://www.w3.org/2001/XMLSchema-instance}nil")
