@@ -15,7 +15,10 @@ import sys
 import pytest
 import sqlalchemy as sa
 
+from uws import timeutil
+from uws.execution import process as executor_process
 from uws.execution.strays import job_pids
+from uws.store.tables import job as J
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -87,6 +90,13 @@ def take_over(api, job: str) -> None:
     with api.store.engine.begin() as conn:
         conn.execute(sa.text("UPDATE uws_job SET lease_owner = :w WHERE id = :id"),
                      {"w": NEW_WORKER, "id": job})
+
+
+def reclaim(api, job: str) -> None:
+    """All a reclaim leaves, its new start time too: what the store fences writes by."""
+    with api.store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job).values(
+            lease_owner=NEW_WORKER, start_time=timeutil.now()))
 
 
 def new_attempt(api, job: str, standins) -> subprocess.Popen:
@@ -170,3 +180,17 @@ def test_an_abort_still_ends_the_jobs_processes_and_keeps_its_results(client, ap
     assert phase(client, path) == "ABORTED"
     assert [r.get("id") for r in job_xml(client, path).findall("uws:results/uws:result", NS)] \
         == ["early"]
+
+
+def test_a_worker_whose_lease_check_raced_the_takeover_still_records_nothing(
+        client, api, go, monkeypatch):
+    # The worker's look at the lease came just before the takeover, every time: the
+    # store's fence on the attempt's start time is what refuses its writes.
+    monkeypatch.setattr(executor_process, "superseded", lambda lease, worker: False)
+    path, _ = start(client)
+    reclaim(api, job_id(path))
+    (go / job_id(path)).touch()     # it reports a result, then ends well
+    let_go(api, job_id(path))
+    assert result_ids(api, job_id(path)) == []
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+    assert job_xml(client, path).find("uws:errorSummary", NS) is None

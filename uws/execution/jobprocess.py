@@ -11,6 +11,7 @@ executor's side of the same guarantee.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ class Running:
     process: subprocess.Popen | ForkedJob
     killed: bool = False
     attempt: int = 1        # of the job (automatic retries)
+    started: dt.datetime | None = None  # this attempt's start: what its writes are fenced by
     superseded: bool = False    # another worker took the job over: not ours to record
 
 

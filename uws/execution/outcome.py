@@ -51,11 +51,13 @@ class Outcomes:
                 # read after killed: stop() sets it before it kills
                 if stopping.is_set():   # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
-                                 "the server stopped while the job was running")
+                                 "the server stopped while the job was running",
+                                 started=running.started)
                 return False    # aborted, out of time, destroyed or oversize: phase already set
             if lost_it:
                 lost.release(self.store, service, job_id,
-                             "the fork server that started the job died while it ran")
+                             "the fork server that started the job died while it ran",
+                             started=running.started)
                 return False
             usage = self.files.usage(job_id)     # final: the job has ended
             failure = _failure(code or 0, reader)   # a command's outputs become results
@@ -63,7 +65,8 @@ class Outcomes:
             message = over or failure
             if message is None:     # its bytes and results with its phase: one commit
                 recorded = self.store.mark_completed(job_id, stored_bytes=usage.total,
-                                                     results=reader.held_results())
+                                                     results=reader.held_results(),
+                                                     started=running.started)
                 if recorded:
                     reader.results_recorded()
                 else:       # aborted or deleted meanwhile: recorded as reported
@@ -86,8 +89,9 @@ class Outcomes:
         results go first, so the next attempt never loses its own."""
         if error.type == "transient" and running.attempt < service.max_attempts:
             self.files.remove_results(running.job_id)
-            return lost.retry_or_fail(self.store, service, running.job_id, error)
-        self.store.mark_failed(running.job_id, error)
+            return lost.retry_or_fail(self.store, service, running.job_id, error,
+                                      started=running.started)
+        self.store.mark_failed(running.job_id, error, started=running.started)
         return False
 
 

@@ -13,6 +13,7 @@ processes and records nothing of it.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -208,6 +209,12 @@ class ProcessExecutor(Executor):
                     "expired); attempt %d here ends unrecorded", running.job_id,
                     running.attempt)
 
+    def _started_of(self, job_id: str) -> dt.datetime | None:
+        """The start time of the attempt of the job run here (None: none is)."""
+        with self._lock:
+            running = self._running.get(job_id)
+        return running.started if running is not None else None
+
     def _check_superseded(self, running: Running) -> bool:
         if not running.superseded and superseded(
                 self.store.lease_states([running.job_id]).get(running.job_id),
@@ -223,7 +230,8 @@ class ProcessExecutor(Executor):
             over = service and excess(service, self.files.usage(job_id))
             if over:
                 log.warning("job %s: %s; stopping it", job_id, over)
-                self.store.mark_failed(job_id, ErrorSummary("fatal", over))
+                self.store.mark_failed(job_id, ErrorSummary("fatal", over),
+                                       started=self._started_of(job_id))
 
     # -- one job ---------------------------------------------------------------------------
 
@@ -239,7 +247,7 @@ class ProcessExecutor(Executor):
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
-        running = Running(job_id, process, attempt=job.attempt)
+        running = Running(job_id, process, attempt=job.attempt, started=job.start_time)
         with self._lock:
             self._running[job_id] = running
         if self._stopping.is_set():
@@ -251,7 +259,8 @@ class ProcessExecutor(Executor):
             send_task(process, task)
             self.processes.dirs.refill()    # the next job's directory, while this one runs
             reader = _AttemptReports(lambda: self._check_superseded(running), job_id,
-                                     store=self.store, files=self.files, service=service)
+                                     store=self.store, files=self.files, service=service,
+                                     started=running.started)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()

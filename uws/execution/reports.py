@@ -2,6 +2,7 @@
 progress and results in the store (see uws.execution.child for the format)."""
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import mimetypes
 import os
@@ -20,8 +21,10 @@ MAX_LINE = 4096
 
 
 class ReportReader:
-    def __init__(self, job_id: str, *, store: RunStore, files: Files, service: Service):
+    def __init__(self, job_id: str, *, store: RunStore, files: Files, service: Service,
+                 started: dt.datetime | None = None):
         self.job_id = job_id
+        self.started = started      # the attempt's start, which the store fences writes by
         self.store = store
         self.files = files
         self.service = service
@@ -91,7 +94,7 @@ class ReportReader:
 
     def _flush_progress(self) -> None:
         if self._pending is not None:
-            self.store.set_progress(self.job_id, *self._pending)
+            self.store.set_progress(self.job_id, *self._pending, started=self.started)
             self._pending = None
             self._last_write = time.monotonic()
 
@@ -135,7 +138,7 @@ class ReportReader:
     def flush_results(self) -> None:
         """Record the held results now, each as it would have been when reported."""
         while self._results:
-            self.store.add_result(self.job_id, self._results[0])
+            self.store.add_result(self.job_id, self._results[0], started=self.started)
             self._results.pop(0)    # once recorded: a failed write leaves it held
 
     def collect_outputs(self) -> list[str]:

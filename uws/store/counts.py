@@ -9,6 +9,7 @@ concurrent creations over several rows.
 """
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -96,9 +97,10 @@ def recount(conn: sa.Connection) -> None:
 
 
 def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
-         owner: str | None = None) -> sa.Row | None:
-    """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s when
-    given): its (service, owner, phase value, batch_id), or None.  The phase read stays true
+         owner: str | None = None, started: dt.datetime | None = None) -> sa.Row | None:
+    """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s, and
+    its attempt the one ``started`` then, when given): its (service, owner, phase
+    value, batch_id), or None.  The phase read stays true
     until the commit: PostgreSQL's FOR UPDATE rereads the row once a concurrent
     change commits; on SQLite a no-op UPDATE takes the database's write lock (a
     SELECT would take none)."""
@@ -106,6 +108,8 @@ def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
     stmt = stmt.where(J.c.phase.in_([p.value for p in in_phases]))
     if owner is not None:
         stmt = stmt.where(J.c.owner == owner)
+    if started is not None:
+        stmt = stmt.where(J.c.start_time == started)
     return conn.execute(stmt, {"_id": job_id}).first()
 
 

@@ -285,12 +285,17 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             self._changed(job_id)
         return gone
 
-    def add_result(self, job_id: str, res: Result) -> bool:
+    def add_result(self, job_id: str, res: Result, *,
+                   started: dt.datetime | None = None) -> bool:
         """Record a result while the job exists, has started and is not archived (one
-        queued again for another attempt gets no result of the attempt before)."""
+        queued again for another attempt gets no result of the attempt before); with
+        ``started``, while its attempt is the one started then, in any phase (one
+        aborted while it ran keeps what it reported; one taken over by another
+        worker's attempt gets none of this one's)."""
         with writing(self.engine) as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            if not _LOCK_STARTED.run(conn, {"_id": job_id}):
+            lock = _LOCK_STARTED if started is None else _LOCK_ATTEMPT
+            if not lock.run(conn, {"_id": job_id, "_started": started}):
                 return False
             self._put_result(conn, job_id, res)
         return True
@@ -367,6 +372,10 @@ _BYTES_OF = sa.select(B.c.bytes).where(B.c.job_id == sa.bindparam("id"))
 _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _LOCK_STARTED = direct.DirectWrite(
     J.update().where(_THE_JOB, J.c.phase.not_in([sa.literal(p.value) for p in _UNSTARTED]))
+    .values(id=J.c.id).returning(J.c.id))
+_LOCK_ATTEMPT = direct.DirectWrite(
+    J.update().where(_THE_JOB, J.c.phase != sa.literal(Phase.ARCHIVED.value),
+                     J.c.start_time == sa.bindparam("_started", type_=J.c.start_time.type))
     .values(id=J.c.id).returning(J.c.id))
 _OF_RESULT = (R.c.job_id == sa.bindparam("_id"),)
 _DROP_RESULT = direct.DirectWrite(R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result")))

@@ -254,13 +254,15 @@ class RunningQueries(StorePart):
                 J.c.start_after > timeutil.now())).scalar()
 
     def retry_later(self, job_id: str, error: ErrorSummary, max_attempts: int | None,
-                    backoff: Callable[[int], float]) -> bool:
+                    backoff: Callable[[int], float], *,
+                    started: dt.datetime | None = None) -> bool:
         """EXECUTING -> QUEUED again after a transient failure, not to start before
         ``backoff(attempt)`` seconds; the attempt's error is kept, its results and
         progress dropped.  False (nothing changed) when the job is no longer
-        EXECUTING or this was attempt ``max_attempts`` (None: no limit)."""
+        EXECUTING (in the attempt ``started`` then, when given) or this was attempt
+        ``max_attempts`` (None: no limit)."""
         with writing(self.engine) as conn:
-            row = counts.lock(conn, job_id, {Phase.EXECUTING})
+            row = counts.lock(conn, job_id, {Phase.EXECUTING}, started=started)
             if row is None:
                 return False
             attempt = conn.execute(sa.select(sa.func.count()).where(

@@ -31,6 +31,10 @@ class JobChanges(StorePart):
     # -- phase changes: one method per event of the table in uws.phases -----------
     # Each sets exactly the fields it names, in the same conditional UPDATE that
     # checks the job is in one of the event's source phases; True if this call won.
+    # A worker recording its attempt gives ``started``, the start time of that
+    # attempt: the change is then made only while the job's attempt is still that
+    # one (a worker resumed after a pause past its lease, whose job another worker
+    # took over meanwhile, changes nothing).
 
     def mark_queued(self, job_id: str, owner: str | None = None) -> bool:
         """PENDING or HELD -> QUEUED (a client's PHASE=RUN)."""
@@ -41,17 +45,20 @@ class JobChanges(StorePart):
         return self._apply(job_id, Event.START, {"start_time": timeutil.now()})
 
     def mark_completed(self, job_id: str, stored_bytes: int | None = None,
-                       results: Sequence[Result] = ()) -> bool:
+                       results: Sequence[Result] = (), *,
+                       started: dt.datetime | None = None) -> bool:
         """EXECUTING -> COMPLETED, at 100 percent; with ``stored_bytes``, what the job
         keeps on disk, and its ``results`` not yet recorded, are recorded in the same
         transaction (one commit, not two or more, for every job that ends well).
         False, recording none of them, if the job was no longer EXECUTING."""
         return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0},
-                           stored_bytes=stored_bytes, results=results)
+                           stored_bytes=stored_bytes, results=results, started=started)
 
-    def mark_failed(self, job_id: str, error: ErrorSummary) -> bool:
+    def mark_failed(self, job_id: str, error: ErrorSummary, *,
+                    started: dt.datetime | None = None) -> bool:
         """Not yet finished -> ERROR, with its error summary."""
-        return self._apply(job_id, Event.FAIL, {**_ended(), **_error_fields(error)})
+        return self._apply(job_id, Event.FAIL, {**_ended(), **_error_fields(error)},
+                           started=started)
 
     def mark_aborted(self, job_id: str, owner: str | None = None,
                      reason: ErrorSummary | None = None) -> bool:
@@ -68,25 +75,27 @@ class JobChanges(StorePart):
         """EXECUTING -> SUSPENDED."""
         return self._apply(job_id, Event.SUSPEND, {})
 
-    def requeue(self, job_id: str) -> bool:
+    def requeue(self, job_id: str, *, started: dt.datetime | None = None) -> bool:
         """EXECUTING -> QUEUED again (its worker was lost), as if never started."""
         return self._apply(job_id, Event.REQUEUE, {
             "start_time": None, "progress": None, "progress_message": None,
-            "lease_owner": None, "lease_expires": None, "deadline": None})
+            "lease_owner": None, "lease_expires": None, "deadline": None}, started=started)
 
     def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None, *,
-               stored_bytes: int | None = None, results: Sequence[Result] = ()) -> bool:
+               stored_bytes: int | None = None, results: Sequence[Result] = (),
+               started: dt.datetime | None = None) -> bool:
         new = phases.target(event).value
         values = {"phase": new, **fields}
         columns, scoped = tuple(sorted(values)), owner is not None
-        params = {**values, "_id": job_id, "_owner": owner}
+        shape = (columns, scoped, started is not None)
+        params = {**values, "_id": job_id, "_owner": owner, "_started": started}
         sources = phases.sources(event)
         with writing(self.engine) as conn:
             # the bytes row before the job's, as a deletion takes them
             kept = usage.lock(conn, job_id) if stored_bytes is not None else None
             if len(sources) == 1:
                 (old,) = (p.value for p in sources)
-                rows = _direct_transition(event, columns, scoped).run(conn, params)
+                rows = _direct_transition(event, *shape).run(conn, params)
                 if not rows:
                     return False
                 service, of_owner, batch_id, created, started, ended = rows[0]
@@ -94,10 +103,11 @@ class JobChanges(StorePart):
                 change = Change(job_id, service, of_owner, old, new, batch_id,
                                 Times(created, started, ended))
             else:   # which source phase it leaves, read under the row's lock
-                row = counts.lock(conn, job_id, sources, owner)
+                row = counts.lock(conn, job_id, sources, owner, started)
                 if row is None:
                     return False
-                conn.execute(_transition_statement(event, columns, scoped), params).close()
+                conn.execute(_transition_statement(event, columns, scoped, False),
+                             params).close()     # the row is locked: fenced above
                 change = Change(job_id, row.service, row.owner, row.phase, new, row.batch_id)
             self._record(conn, change)
             if stored_bytes is not None:    # a job in any phase but ARCHIVED: counted
@@ -143,11 +153,15 @@ class JobChanges(StorePart):
         with reading(self.engine) as conn:
             return {job_id: level for job_id, level in conn.execute(stmt)}
 
-    def set_progress(self, job_id: str, percent: float | None, message: str | None) -> None:
-        """While the job is EXECUTING (a late report of a finished job is dropped).
-        Logged as an event too, at most every few seconds per job."""
-        stmt = (J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
-                .values(progress=percent, progress_message=message)
+    def set_progress(self, job_id: str, percent: float | None, message: str | None, *,
+                     started: dt.datetime | None = None) -> None:
+        """While the job is EXECUTING (a late report of a finished job is dropped), in
+        the attempt ``started`` then when given.  Logged as an event too, at most
+        every few seconds per job."""
+        stmt = J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
+        if started is not None:
+            stmt = stmt.where(J.c.start_time == started)
+        stmt = (stmt.values(progress=percent, progress_message=message)
                 .returning(J.c.service, J.c.owner))
         logged = False
         with writing(self.engine) as conn:
@@ -168,24 +182,32 @@ class JobChanges(StorePart):
 
 
 @functools.lru_cache(maxsize=256)
-def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool):
-    """The conditional UPDATE of one event, built once per set of columns it sets."""
-    return _update(J.c.phase.in_([p.value for p in phases.sources(event)]), columns, scoped)
+def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool,
+                          fenced: bool):
+    """The conditional UPDATE of one event, built once per set of columns it sets
+    (``scoped``: to an owner; ``fenced``: to an attempt, by its start time)."""
+    return _update(J.c.phase.in_([p.value for p in phases.sources(event)]), columns,
+                   scoped, fenced)
 
 
 @functools.lru_cache(maxsize=256)
-def _direct_transition(event: Event, columns: tuple[str, ...], scoped: bool) -> DirectWrite:
+def _direct_transition(event: Event, columns: tuple[str, ...], scoped: bool,
+                       fenced: bool) -> DirectWrite:
     """The same UPDATE of an event with one source phase, run directly (claiming,
     starting and completing every job)."""
     (source,) = phases.sources(event)
-    return DirectWrite(_update(J.c.phase == source.value, columns, scoped))
+    return DirectWrite(_update(J.c.phase == source.value, columns, scoped, fenced))
 
 
-def _update(from_phase, columns: tuple[str, ...], scoped: bool):
+def _update(from_phase, columns: tuple[str, ...], scoped: bool, fenced: bool):
     stmt = (J.update().where(J.c.id == sa.bindparam("_id"), from_phase)
             .values({c: sa.bindparam(c) for c in columns})
             .returning(*_RETURNED))
-    return stmt.where(J.c.owner == sa.bindparam("_owner")) if scoped else stmt
+    if scoped:
+        stmt = stmt.where(J.c.owner == sa.bindparam("_owner"))
+    if fenced:
+        stmt = stmt.where(J.c.start_time == sa.bindparam("_started", type_=J.c.start_time.type))
+    return stmt
 
 
 #: What a phase change returns, for its change record and the duration histograms.
