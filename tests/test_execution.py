@@ -10,8 +10,9 @@ import pytest
 from lxml import etree
 from werkzeug.datastructures import MultiDict
 
-from uws import timing
+from uws import timeutil, timing
 from uws.execution.strays import job_pids
+from uws.model import Claim
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config
@@ -482,16 +483,16 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll(t
     class Store:
         calls = 0
 
-        def claim_next(self, worker, services, lease, running_cap=None):
+        def claim(self, worker, services, lease, running_cap=None):
             self.calls += 1
             if self.calls == 1:
                 executor.submit("job")      # arrives while this claim is under way
                 return None
-            return "job" if self.calls == 2 else None
+            return Claim("job", worker, timeutil.now()) if self.calls == 2 else None
 
     executor = process.ProcessExecutor(config=types.SimpleNamespace(services={}), store=Store(),
                                        files=JobFiles(tmp_path, 0), slots=1)
-    executor._execute = lambda job_id: taken.set()
+    executor._execute = lambda claim: taken.set()
     worker = threading.Thread(target=executor._work_loop, daemon=True)
     worker.start()
     try:

@@ -30,6 +30,7 @@ NEW_WORKER = "elsewhere:1:x"
 RUNNERS = '''
 import time
 from pathlib import Path
+from uws.runner import Retryable
 GO = Path({go!r})
 
 def report(ctx, name):
@@ -42,9 +43,15 @@ def hold(params, ctx):
     while not (GO / ctx.job_id).exists():
         time.sleep(0.01)
     report(ctx, "late")
+
+def flaky(params, ctx):
+    while not (GO / ctx.job_id).exists():
+        time.sleep(0.01)
+    raise Retryable("a transient failure")
 '''
 HOLD = {"runner": "holdrunners:hold", "max_attempts": 3,
         "parameters": [{"name": "EARLY", "type": "boolean", "default": False}]}
+FLAKY = {"runner": "holdrunners:flaky", "max_attempts": 3}
 
 
 @pytest.fixture
@@ -60,7 +67,7 @@ def go(tmp_path, monkeypatch):
 def app(tmp_path, db_url, go):
     # no sweeps: the lease this worker can no longer renew must not be recovered here
     application = create_app(make_config(tmp_path, db_url, scheduler=False,
-                                         services={"hold": HOLD}))
+                                         services={"hold": HOLD, "flaky": FLAKY}))
     application.test_client_class = ValidatingClient
     yield application
     shutdown(application)
@@ -76,9 +83,9 @@ def standins():
         p.wait()
 
 
-def start(client, **params) -> tuple[str, list[int]]:
-    """Run a hold job; its path and the pids of its (first) attempt once it runs."""
-    r = client.post("/hold", data={**params, "PHASE": "RUN"})
+def start(client, service="hold", **params) -> tuple[str, list[int]]:
+    """Run a job; its path and the pids of its (first) attempt once it runs."""
+    r = client.post(f"/{service}", data={**params, "PHASE": "RUN"})
     assert r.status_code == 303, r.data
     path = r.headers["Location"].replace("http://localhost", "")
     wait_for(lambda: phase(client, path) == "EXECUTING" and job_pids(job_id(path)), timeout=20)
@@ -182,15 +189,50 @@ def test_an_abort_still_ends_the_jobs_processes_and_keeps_its_results(client, ap
         == ["early"]
 
 
-def test_a_worker_whose_lease_check_raced_the_takeover_still_records_nothing(
-        client, api, go, monkeypatch):
-    # The worker's look at the lease came just before the takeover, every time: the
-    # store's fence on the attempt's start time is what refuses its writes.
+@pytest.fixture
+def blind(monkeypatch):
+    """The worker's look at the lease always comes just before the takeover: only
+    the store's fence on the attempt's claim stands between it and the new attempt."""
     monkeypatch.setattr(executor_process, "superseded", lambda lease, worker: False)
+
+
+def test_a_worker_whose_lease_check_raced_the_takeover_still_records_nothing(
+        client, api, go, blind):
     path, _ = start(client)
     reclaim(api, job_id(path))
     (go / job_id(path)).touch()     # it reports a result, then ends well
     let_go(api, job_id(path))
     assert result_ids(api, job_id(path)) == []
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+    assert job_xml(client, path).find("uws:errorSummary", NS) is None
+
+
+def test_a_superseded_transient_failure_leaves_the_new_attempts_files(client, api, go, blind):
+    path, _ = start(client, "flaky")
+    reclaim(api, job_id(path))
+    written = api.files.results_dir(job_id(path)) / "new-attempt.txt"
+    written.write_text("the new attempt's work")
+    (go / job_id(path)).touch()     # the old attempt fails: it would be retried
+    let_go(api, job_id(path))
+    assert written.read_text() == "the new attempt's work"
+    assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
+
+
+def test_an_executor_failure_after_a_takeover_leaves_the_new_attempt_running(
+        client, api, go, blind, monkeypatch):
+    path, _ = start(client)
+    reclaim(api, job_id(path))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the database went away while the worker was paused")
+
+    monkeypatch.setattr(api.executor.outcomes, "record", broken)
+    failures: list[bool] = []
+    mark_failed = api.executor.store.mark_failed
+    monkeypatch.setattr(api.executor.store, "mark_failed",
+                        lambda *args, **kwargs: failures.append(mark_failed(*args, **kwargs)))
+    (go / job_id(path)).touch()
+    wait_for(lambda: failures, timeout=10)
+    assert failures == [False]      # the worker tried, and the store refused
     assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
     assert job_xml(client, path).find("uws:errorSummary", NS) is None

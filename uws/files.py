@@ -6,6 +6,7 @@ name from a request can reach another file.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import stat
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import NotFound, TooLarge
@@ -124,6 +126,21 @@ class JobFiles:
 
     def remove_results(self, job_id: str) -> bool:
         return _remove_tree(self.results_dir(job_id))
+
+    def set_aside_results(self, job_id: str) -> Callable[[], bool]:
+        """Take the job's results out of its directory at once: a rename, quick
+        enough under a database lock, where removing a job's many files is not.
+        The call that then removes them (they count in its usage until then)."""
+        results = self.results_dir(job_id)
+        aside = results.with_name(f".discarded-{uuid.uuid4().hex}")
+        try:
+            os.rename(results, aside)
+        except FileNotFoundError:
+            return lambda: True
+        except OSError as exc:
+            log.warning("cannot set aside %s (%s): removing it in place", results, exc)
+            aside = results
+        return functools.partial(_remove_tree, aside)
 
     @staticmethod
     def _inside(base: Path, name: str) -> Path:

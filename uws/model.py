@@ -142,6 +142,16 @@ class Job:
         return [p.value for p in self.parameters if p.name == name]
 
 
+class Claim(NamedTuple):
+    """One worker's attempt at a job, as its claim left the job: what that worker's
+    writes about the attempt are fenced by.  Another attempt (the job queued again
+    after the lease expired, then claimed) has another start time, and another worker
+    or none as its lease owner, so the store refuses this one's late writes."""
+    job_id: str
+    worker: str
+    started: dt.datetime
+
+
 class JobRef(NamedTuple):
     """One line of a job list: what ``<uws:jobref>`` shows (a tuple: a list makes
     one per job, three times faster than a frozen dataclass)."""

@@ -11,7 +11,6 @@ executor's side of the same guarantee.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import os
 import signal
@@ -19,6 +18,7 @@ import subprocess
 import sys
 
 from .. import timing
+from ..model import Claim
 from ..ports import Files, Settings
 from . import cgroups
 from .forkclient import ForkedJob, ForkServer, ForkServerDown
@@ -36,7 +36,7 @@ class Running:
     process: subprocess.Popen | ForkedJob
     killed: bool = False
     attempt: int = 1        # of the job (automatic retries)
-    started: dt.datetime | None = None  # this attempt's start: what its writes are fenced by
+    claim: Claim | None = None      # this attempt's: what its writes are fenced by
     superseded: bool = False    # another worker took the job over: not ours to record
 
 

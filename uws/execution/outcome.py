@@ -52,12 +52,12 @@ class Outcomes:
                 if stopping.is_set():   # the server is stopping, not the job
                     lost.release(self.store, service, job_id,
                                  "the server stopped while the job was running",
-                                 started=running.started)
+                                 claim=running.claim)
                 return False    # aborted, out of time, destroyed or oversize: phase already set
             if lost_it:
                 lost.release(self.store, service, job_id,
                              "the fork server that started the job died while it ran",
-                             started=running.started)
+                             claim=running.claim)
                 return False
             usage = self.files.usage(job_id)     # final: the job has ended
             failure = _failure(code or 0, reader)   # a command's outputs become results
@@ -66,7 +66,7 @@ class Outcomes:
             if message is None:     # its bytes and results with its phase: one commit
                 recorded = self.store.mark_completed(job_id, stored_bytes=usage.total,
                                                      results=reader.held_results(),
-                                                     started=running.started)
+                                                     claim=running.claim)
                 if recorded:
                     reader.results_recorded()
                 else:       # aborted or deleted meanwhile: recorded as reported
@@ -85,13 +85,19 @@ class Outcomes:
 
     def _fail(self, running: Running, service, error: ErrorSummary) -> bool:
         """ERROR; or, for a transient error with attempts left, QUEUED again after its
-        backoff (True).  This worker alone runs the job until then: the attempt's
-        results go first, so the next attempt never loses its own."""
+        backoff (True).  The attempt's results are set aside in the transaction that
+        queues the job again, and only if it does: the next attempt never loses its
+        own, and a worker whose attempt was taken over removes none of the new one's."""
         if error.type == "transient" and running.attempt < service.max_attempts:
-            self.files.remove_results(running.job_id)
-            return lost.retry_or_fail(self.store, service, running.job_id, error,
-                                      started=running.started)
-        self.store.mark_failed(running.job_id, error, started=running.started)
+            removals = []
+            try:
+                return lost.retry_or_fail(
+                    self.store, service, running.job_id, error, claim=running.claim,
+                    then=lambda: removals.append(self.files.set_aside_results(running.job_id)))
+            finally:
+                for remove in removals:
+                    remove()
+        self.store.mark_failed(running.job_id, error, claim=running.claim)
         return False
 
 

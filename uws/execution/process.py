@@ -13,7 +13,6 @@ processes and records nothing of it.
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import socket
@@ -23,7 +22,7 @@ import uuid
 from collections.abc import Callable
 
 from .. import timing
-from ..model import ErrorSummary
+from ..model import Claim, ErrorSummary
 from ..phases import Phase
 from ..ports import Files, RunStore, Settings
 from .base import Executor
@@ -144,19 +143,19 @@ class ProcessExecutor(Executor):
         if self._stopping.is_set() or self._draining.is_set():
             return False
         try:
-            job_id = self.store.claim_next(self.worker_id, list(self.config.services),
-                                           timing.LEASE, self._running_cap)
+            claim = self.store.claim(self.worker_id, list(self.config.services),
+                                     timing.LEASE, self._running_cap)
         except Exception:
             log.exception("cannot claim a job")
             return False
-        if job_id is None:
+        if claim is None:
             return False
         try:
-            self._execute(job_id)
+            self._execute(claim)
         except Exception:
-            log.exception("job %s: executor failure", job_id)
-            self.store.mark_failed(job_id, ErrorSummary(
-                "transient", "the executor failed to run the job"))
+            log.exception("job %s: executor failure", claim.job_id)
+            self.store.mark_failed(claim.job_id, ErrorSummary(
+                "transient", "the executor failed to run the job"), claim=claim)
         return True
 
     def _running_cap(self, service: str, owner: str) -> int:
@@ -209,11 +208,11 @@ class ProcessExecutor(Executor):
                     "expired); attempt %d here ends unrecorded", running.job_id,
                     running.attempt)
 
-    def _started_of(self, job_id: str) -> dt.datetime | None:
-        """The start time of the attempt of the job run here (None: none is)."""
+    def _claim_of(self, job_id: str) -> Claim | None:
+        """The claim of the job's attempt run here (None: none is)."""
         with self._lock:
             running = self._running.get(job_id)
-        return running.started if running is not None else None
+        return running.claim if running is not None else None
 
     def _check_superseded(self, running: Running) -> bool:
         if not running.superseded and superseded(
@@ -230,12 +229,14 @@ class ProcessExecutor(Executor):
             over = service and excess(service, self.files.usage(job_id))
             if over:
                 log.warning("job %s: %s; stopping it", job_id, over)
-                self.store.mark_failed(job_id, ErrorSummary("fatal", over),
-                                       started=self._started_of(job_id))
+                claim = self._claim_of(job_id)
+                if claim is not None:   # else it has just ended
+                    self.store.mark_failed(job_id, ErrorSummary("fatal", over), claim=claim)
 
     # -- one job ---------------------------------------------------------------------------
 
-    def _execute(self, job_id: str) -> None:
+    def _execute(self, claim: Claim) -> None:
+        job_id = claim.job_id
         service_name = self.store.service_of(job_id)
         job = self.store.get_job(job_id, service_name, None) if service_name else None
         if job is None or service_name is None:
@@ -247,7 +248,7 @@ class ProcessExecutor(Executor):
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
-        running = Running(job_id, process, attempt=job.attempt, started=job.start_time)
+        running = Running(job_id, process, attempt=job.attempt, claim=claim)
         with self._lock:
             self._running[job_id] = running
         if self._stopping.is_set():
@@ -260,7 +261,7 @@ class ProcessExecutor(Executor):
             self.processes.dirs.refill()    # the next job's directory, while this one runs
             reader = _AttemptReports(lambda: self._check_superseded(running), job_id,
                                      store=self.store, files=self.files, service=service,
-                                     started=running.started)
+                                     claim=claim)
             followed = True     # follow() closes the channel
             held_open = reader.follow(read_fd, lambda: process.poll() is None)
             process.wait()

@@ -2,7 +2,6 @@
 progress and results in the store (see uws.execution.child for the format)."""
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import mimetypes
 import os
@@ -12,7 +11,7 @@ from collections.abc import Callable
 
 from .. import timing
 from ..errors import NotFound
-from ..model import Result, valid_mime_type, valid_result_id
+from ..model import Claim, Result, valid_mime_type, valid_result_id
 from ..ports import Files, RunStore
 from ..services import Service
 
@@ -22,9 +21,9 @@ MAX_LINE = 4096
 
 class ReportReader:
     def __init__(self, job_id: str, *, store: RunStore, files: Files, service: Service,
-                 started: dt.datetime | None = None):
+                 claim: Claim | None = None):
         self.job_id = job_id
-        self.started = started      # the attempt's start, which the store fences writes by
+        self.claim = claim      # the attempt's, which the store fences its writes by
         self.store = store
         self.files = files
         self.service = service
@@ -94,7 +93,7 @@ class ReportReader:
 
     def _flush_progress(self) -> None:
         if self._pending is not None:
-            self.store.set_progress(self.job_id, *self._pending, started=self.started)
+            self.store.set_progress(self.job_id, *self._pending, claim=self.claim)
             self._pending = None
             self._last_write = time.monotonic()
 
@@ -138,7 +137,7 @@ class ReportReader:
     def flush_results(self) -> None:
         """Record the held results now, each as it would have been when reported."""
         while self._results:
-            self.store.add_result(self.job_id, self._results[0], started=self.started)
+            self.store.add_result(self.job_id, self._results[0], claim=self.claim)
             self._results.pop(0)    # once recorded: a failed write leaves it held
 
     def collect_outputs(self) -> list[str]:

@@ -9,7 +9,6 @@ concurrent creations over several rows.
 """
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..model import Claim
 from ..phases import Phase
 from .direct import DirectWrite, ReadIn
 from .tables import job as J
@@ -97,9 +97,9 @@ def recount(conn: sa.Connection) -> None:
 
 
 def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
-         owner: str | None = None, started: dt.datetime | None = None) -> sa.Row | None:
+         owner: str | None = None, claim: Claim | None = None) -> sa.Row | None:
     """Lock a job's row if it is in one of ``in_phases`` (and is ``owner``'s, and
-    its attempt the one ``started`` then, when given): its (service, owner, phase
+    still running as ``claim`` left it, when given): its (service, owner, phase
     value, batch_id), or None.  The phase read stays true
     until the commit: PostgreSQL's FOR UPDATE rereads the row once a concurrent
     change commits; on SQLite a no-op UPDATE takes the database's write lock (a
@@ -108,9 +108,19 @@ def lock(conn: sa.Connection, job_id: str, in_phases: Iterable[Phase],
     stmt = stmt.where(J.c.phase.in_([p.value for p in in_phases]))
     if owner is not None:
         stmt = stmt.where(J.c.owner == owner)
-    if started is not None:
-        stmt = stmt.where(J.c.start_time == started)
-    return conn.execute(stmt, {"_id": job_id}).first()
+    if claim is not None:
+        stmt = stmt.where(*HELD_BY)
+    return conn.execute(stmt, {"_id": job_id, **fence(claim)}).first()
+
+
+#: The job is still running as a claim left it: its attempt's start, its worker's lease.
+HELD_BY = (J.c.start_time == sa.bindparam("_started", type_=J.c.start_time.type),
+           J.c.lease_owner == sa.bindparam("_worker", type_=J.c.lease_owner.type))
+
+
+def fence(claim: Claim | None) -> dict:
+    """The parameters of :data:`HELD_BY` for ``claim``."""
+    return {"_started": claim.started, "_worker": claim.worker} if claim else {}
 
 
 _THE_JOB = J.c.id == sa.bindparam("_id")

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from .. import timeutil
 from ..errors import OverQuota
-from ..model import ErrorSummary, Job, Parameter, Result
+from ..model import Claim, ErrorSummary, Job, Parameter, Result
 from ..phases import Phase
 from ..ports import ChangeSink
 from ..services import Quota
@@ -285,17 +285,16 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
             self._changed(job_id)
         return gone
 
-    def add_result(self, job_id: str, res: Result, *,
-                   started: dt.datetime | None = None) -> bool:
+    def add_result(self, job_id: str, res: Result, *, claim: Claim | None = None) -> bool:
         """Record a result while the job exists, has started and is not archived (one
         queued again for another attempt gets no result of the attempt before); with
-        ``started``, while its attempt is the one started then, in any phase (one
+        ``claim``, while the job's attempt is that claim's, running or ended (one
         aborted while it ran keeps what it reported; one taken over by another
         worker's attempt gets none of this one's)."""
         with writing(self.engine) as conn:
             # Lock the job row first: a result never outlives a deleted job.
-            lock = _LOCK_STARTED if started is None else _LOCK_ATTEMPT
-            if not lock.run(conn, {"_id": job_id, "_started": started}):
+            lock = _LOCK_STARTED if claim is None else _LOCK_ATTEMPT
+            if not lock.run(conn, {"_id": job_id, **counts.fence(claim)}):
                 return False
             self._put_result(conn, job_id, res)
         return True
@@ -373,9 +372,11 @@ _PHASES = sa.select(J.c.id, J.c.phase).where(J.c.id.in_(sa.bindparam("ids", expa
 _LOCK_STARTED = direct.DirectWrite(
     J.update().where(_THE_JOB, J.c.phase.not_in([sa.literal(p.value) for p in _UNSTARTED]))
     .values(id=J.c.id).returning(J.c.id))
+# The claim's attempt: its start, and its worker's lease or none (the attempt ended).
+_STARTED_AT, _LEASED_TO = counts.HELD_BY
 _LOCK_ATTEMPT = direct.DirectWrite(
-    J.update().where(_THE_JOB, J.c.phase != sa.literal(Phase.ARCHIVED.value),
-                     J.c.start_time == sa.bindparam("_started", type_=J.c.start_time.type))
+    J.update().where(_THE_JOB, J.c.phase != sa.literal(Phase.ARCHIVED.value), _STARTED_AT,
+                     sa.or_(_LEASED_TO, J.c.lease_owner.is_(None)))
     .values(id=J.c.id).returning(J.c.id))
 _OF_RESULT = (R.c.job_id == sa.bindparam("_id"),)
 _DROP_RESULT = direct.DirectWrite(R.delete().where(*_OF_RESULT, R.c.id == sa.bindparam("_result")))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import sqlalchemy as sa
 
 from .. import phases, timeutil
-from ..model import ErrorSummary
+from ..model import Claim, ErrorSummary
 from ..phases import Event, Phase
 from . import counts, direct, usage
 from .changes import Change, Times
@@ -142,7 +142,14 @@ class RunningQueries(StorePart):
 
     def claim_next(self, worker: str, services: Iterable[str], lease_seconds: float,
                    running_cap: Callable[[str, str], int] | None = None) -> str | None:
-        """Move the next QUEUED job to EXECUTING for ``worker``; its id, or None.
+        """The id of the job :meth:`claim` takes, or None."""
+        claim = self.claim(worker, services, lease_seconds, running_cap)
+        return claim.job_id if claim is not None else None
+
+    def claim(self, worker: str, services: Iterable[str], lease_seconds: float,
+              running_cap: Callable[[str, str], int] | None = None) -> Claim | None:
+        """Move the next QUEUED job to EXECUTING for ``worker``; the claim, which
+        fences the worker's writes about this attempt, or None.
 
         Fair across owners: of the owners with queued jobs in ``services``, the
         one whose best job has the highest priority goes first, then the one
@@ -169,9 +176,9 @@ class RunningQueries(StorePart):
             if cap and count >= cap:
                 self.hold_for_quota(service, owner, cap)    # HELD until a slot frees
                 continue
-            job_id = self._claim_of(worker, service, owner, lease_seconds, cap)
-            if job_id is not None:
-                return job_id
+            claim = self._claim_of(worker, service, owner, lease_seconds, cap)
+            if claim is not None:
+                return claim
         return None
 
     def _queued_heads(self, services: list[str]) -> list:
@@ -188,7 +195,7 @@ class RunningQueries(StorePart):
             return [head for head in read.rows(cur, params) if head[2] is not None]
 
     def _claim_of(self, worker: str, service: str, owner: str, lease_seconds: float,
-                  cap: int) -> str | None:
+                  cap: int) -> Claim | None:
         """Claim the owner's next queued job in the service, within its running cap.
 
         One UPDATE whose subquery picks the row: SQLite serialises writers, and
@@ -228,7 +235,7 @@ class RunningQueries(StorePart):
         except _OverCap:
             return None
         self._changed(job_id)
-        return job_id
+        return Claim(job_id, worker, started)
 
     def count_queued(self, services: Iterable[str], older_than: float) -> int:
         """QUEUED jobs of ``services`` that were due to start (created, or their
@@ -254,21 +261,24 @@ class RunningQueries(StorePart):
                 J.c.start_after > timeutil.now())).scalar()
 
     def retry_later(self, job_id: str, error: ErrorSummary, max_attempts: int | None,
-                    backoff: Callable[[int], float], *,
-                    started: dt.datetime | None = None) -> bool:
+                    backoff: Callable[[int], float], *, claim: Claim | None = None,
+                    then: Callable[[], object] | None = None) -> bool:
         """EXECUTING -> QUEUED again after a transient failure, not to start before
         ``backoff(attempt)`` seconds; the attempt's error is kept, its results and
         progress dropped.  False (nothing changed) when the job is no longer
-        EXECUTING (in the attempt ``started`` then, when given) or this was attempt
-        ``max_attempts`` (None: no limit)."""
+        EXECUTING (as ``claim`` left it, when given) or this was attempt
+        ``max_attempts`` (None: no limit).  ``then`` runs before the commit, once the
+        change is sure: what must be gone before another attempt can start."""
         with writing(self.engine) as conn:
-            row = counts.lock(conn, job_id, {Phase.EXECUTING}, started=started)
+            row = counts.lock(conn, job_id, {Phase.EXECUTING}, claim=claim)
             if row is None:
                 return False
             attempt = conn.execute(sa.select(sa.func.count()).where(
                 A.c.job_id == job_id)).scalar_one() + 1
             if max_attempts is not None and attempt >= max_attempts:
                 return False
+            if then is not None:
+                then()
             now = timeutil.now()
             conn.execute(A.insert().values(job_id=job_id, attempt=attempt, end_time=now,
                                            error_type=error.type, error_message=error.message))

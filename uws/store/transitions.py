@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 
 from .. import phases, timeutil
-from ..model import ErrorSummary, Result
+from ..model import Claim, ErrorSummary, Result
 from ..phases import Event, Phase
 from . import counts, usage
 from .changes import Change, Times
@@ -31,10 +31,10 @@ class JobChanges(StorePart):
     # -- phase changes: one method per event of the table in uws.phases -----------
     # Each sets exactly the fields it names, in the same conditional UPDATE that
     # checks the job is in one of the event's source phases; True if this call won.
-    # A worker recording its attempt gives ``started``, the start time of that
-    # attempt: the change is then made only while the job's attempt is still that
-    # one (a worker resumed after a pause past its lease, whose job another worker
-    # took over meanwhile, changes nothing).
+    # A worker recording its attempt gives its ``claim``: the change is then made
+    # only while the job still runs as that claim left it (a worker resumed after a
+    # pause past its lease, whose job another worker took over meanwhile, changes
+    # nothing).
 
     def mark_queued(self, job_id: str, owner: str | None = None) -> bool:
         """PENDING or HELD -> QUEUED (a client's PHASE=RUN)."""
@@ -46,19 +46,19 @@ class JobChanges(StorePart):
 
     def mark_completed(self, job_id: str, stored_bytes: int | None = None,
                        results: Sequence[Result] = (), *,
-                       started: dt.datetime | None = None) -> bool:
+                       claim: Claim | None = None) -> bool:
         """EXECUTING -> COMPLETED, at 100 percent; with ``stored_bytes``, what the job
         keeps on disk, and its ``results`` not yet recorded, are recorded in the same
         transaction (one commit, not two or more, for every job that ends well).
         False, recording none of them, if the job was no longer EXECUTING."""
         return self._apply(job_id, Event.COMPLETE, {**_ended(), "progress": 100.0},
-                           stored_bytes=stored_bytes, results=results, started=started)
+                           stored_bytes=stored_bytes, results=results, claim=claim)
 
     def mark_failed(self, job_id: str, error: ErrorSummary, *,
-                    started: dt.datetime | None = None) -> bool:
+                    claim: Claim | None = None) -> bool:
         """Not yet finished -> ERROR, with its error summary."""
         return self._apply(job_id, Event.FAIL, {**_ended(), **_error_fields(error)},
-                           started=started)
+                           claim=claim)
 
     def mark_aborted(self, job_id: str, owner: str | None = None,
                      reason: ErrorSummary | None = None) -> bool:
@@ -75,20 +75,20 @@ class JobChanges(StorePart):
         """EXECUTING -> SUSPENDED."""
         return self._apply(job_id, Event.SUSPEND, {})
 
-    def requeue(self, job_id: str, *, started: dt.datetime | None = None) -> bool:
+    def requeue(self, job_id: str, *, claim: Claim | None = None) -> bool:
         """EXECUTING -> QUEUED again (its worker was lost), as if never started."""
         return self._apply(job_id, Event.REQUEUE, {
             "start_time": None, "progress": None, "progress_message": None,
-            "lease_owner": None, "lease_expires": None, "deadline": None}, started=started)
+            "lease_owner": None, "lease_expires": None, "deadline": None}, claim=claim)
 
     def _apply(self, job_id: str, event: Event, fields: dict, owner: str | None = None, *,
                stored_bytes: int | None = None, results: Sequence[Result] = (),
-               started: dt.datetime | None = None) -> bool:
+               claim: Claim | None = None) -> bool:
         new = phases.target(event).value
         values = {"phase": new, **fields}
         columns, scoped = tuple(sorted(values)), owner is not None
-        shape = (columns, scoped, started is not None)
-        params = {**values, "_id": job_id, "_owner": owner, "_started": started}
+        shape = (columns, scoped, claim is not None)
+        params = {**values, "_id": job_id, "_owner": owner, **counts.fence(claim)}
         sources = phases.sources(event)
         with writing(self.engine) as conn:
             # the bytes row before the job's, as a deletion takes them
@@ -103,7 +103,7 @@ class JobChanges(StorePart):
                 change = Change(job_id, service, of_owner, old, new, batch_id,
                                 Times(created, started, ended))
             else:   # which source phase it leaves, read under the row's lock
-                row = counts.lock(conn, job_id, sources, owner, started)
+                row = counts.lock(conn, job_id, sources, owner, claim)
                 if row is None:
                     return False
                 conn.execute(_transition_statement(event, columns, scoped, False),
@@ -154,18 +154,18 @@ class JobChanges(StorePart):
             return {job_id: level for job_id, level in conn.execute(stmt)}
 
     def set_progress(self, job_id: str, percent: float | None, message: str | None, *,
-                     started: dt.datetime | None = None) -> None:
-        """While the job is EXECUTING (a late report of a finished job is dropped), in
-        the attempt ``started`` then when given.  Logged as an event too, at most
-        every few seconds per job."""
+                     claim: Claim | None = None) -> None:
+        """While the job is EXECUTING (a late report of a finished job is dropped), as
+        ``claim`` left it when given.  Logged as an event too, at most every few
+        seconds per job."""
         stmt = J.update().where(J.c.id == job_id, J.c.phase == Phase.EXECUTING.value)
-        if started is not None:
-            stmt = stmt.where(J.c.start_time == started)
+        if claim is not None:
+            stmt = stmt.where(*counts.HELD_BY)
         stmt = (stmt.values(progress=percent, progress_message=message)
                 .returning(J.c.service, J.c.owner))
         logged = False
         with writing(self.engine) as conn:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, counts.fence(claim)).first()
             if row is not None and self.progress_events.due(job_id):
                 record_progress(conn, job_id, row.service, row.owner, percent)
                 logged = True
@@ -185,7 +185,7 @@ class JobChanges(StorePart):
 def _transition_statement(event: Event, columns: tuple[str, ...], scoped: bool,
                           fenced: bool):
     """The conditional UPDATE of one event, built once per set of columns it sets
-    (``scoped``: to an owner; ``fenced``: to an attempt, by its start time)."""
+    (``scoped``: to an owner; ``fenced``: to a claim, see counts.HELD_BY)."""
     return _update(J.c.phase.in_([p.value for p in phases.sources(event)]), columns,
                    scoped, fenced)
 
@@ -206,7 +206,7 @@ def _update(from_phase, columns: tuple[str, ...], scoped: bool, fenced: bool):
     if scoped:
         stmt = stmt.where(J.c.owner == sa.bindparam("_owner"))
     if fenced:
-        stmt = stmt.where(J.c.start_time == sa.bindparam("_started", type_=J.c.start_time.type))
+        stmt = stmt.where(*counts.HELD_BY)
     return stmt
 
 
