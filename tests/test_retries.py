@@ -219,6 +219,26 @@ def test_a_lost_worker_job_ends_in_error_once_attempts_are_used_up(idle):
         "the worker running this job was lost"
 
 
+def test_a_lost_job_another_front_end_recovered_and_a_worker_took_is_left_running(
+        idle, monkeypatch):
+    # Two front ends' sweeps read the same lost lease; the first queues the job again
+    # and a worker claims it before the second acts on what it read.
+    client, api = idle
+    path = run(client, "quick")
+    assert api.store.claim_next("elsewhere:1:gone", ["quick"], 0) == job_id(path)
+    wait_for(lambda: api.store.lost_leases(timeutil.now()))
+    read_by_the_second = api.store.lost_leases(timeutil.now())
+    sweeps = [Sweeps(config=api.config, store=api.store, files=api.files,
+                     executor=api.executor) for _ in range(2)]
+    sweeps[0].recover_lost()
+    assert api.store.claim_next("elsewhere:2:new", ["quick"], 60) == job_id(path)
+    monkeypatch.setattr(api.store, "lost_leases", lambda now: read_by_the_second)
+    sweeps[1].recover_lost()
+    assert phase(client, path) == "EXECUTING"
+    assert api.store.lease_states([job_id(path)])[job_id(path)][1] == "elsewhere:2:new"
+    assert failed_attempts(client, path) == ["the worker running this job was lost"]
+
+
 # -- the declarations --------------------------------------------------------------------
 
 def test_the_backoff_doubles_per_attempt_up_to_its_maximum():

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from . import stats as stats_mod
 from . import timeutil
 from .execution import lost
-from .model import ErrorSummary
+from .model import Claim, ErrorSummary
+from .phases import Phase
 from .ports import Executor, Files, RunStore, Settings
 
 if TYPE_CHECKING:
@@ -118,22 +119,30 @@ class Sweeps:
 
     def recover_lost(self) -> None:
         """EXECUTING jobs whose lease expired lost their worker."""
-        for job_id, service_name, _owner in self.store.lost_leases(timeutil.now()):
-            self._recover(job_id, service_name)
+        for claim, service_name in self.store.lost_leases(timeutil.now()):
+            self._recover(claim, service_name)
 
     def recover_dead_local_workers(self) -> None:
         """Leases held by processes of this host that no longer exist are lost at
         once, without waiting for them to expire (at start-up, and with the lease
         sweep: a Celery worker beside this front end may be killed)."""
         prefix = f"{socket.gethostname()}:"
-        for job_id, service_name, owner in self.store.leases_of(prefix):
-            if not _alive(owner):
-                self._recover(job_id, service_name)
+        for claim, service_name in self.store.leases_of(prefix):
+            if not _alive(claim.worker):
+                self._recover(claim, service_name)
 
-    def _recover(self, job_id: str, service_name: str) -> None:
+    def _recover(self, claim: Claim, service_name: str) -> None:
+        """End what the lost attempt left on this machine, and queue the job again or
+        fail it, unless another sweep (another front end's) recovered it first and a
+        worker has it now: the release is fenced by the lost claim, and the processes
+        are only killed after a look that it is still the job's."""
+        job_id = claim.job_id
+        if self.store.lease_states([job_id]).get(job_id) != (Phase.EXECUTING, claim.worker):
+            return
         self.executor.end_lost(job_id)
         service = self.config.services.get(service_name)
-        if lost.release(self.store, service, job_id, "the worker running this job was lost"):
+        if lost.release(self.store, service, job_id, "the worker running this job was lost",
+                        claim=claim):
             self.executor.submit(job_id)
         log.warning("job %s: its worker was lost", job_id)
 

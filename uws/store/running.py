@@ -102,8 +102,15 @@ _LEASES = sa.select(J.c.id, J.c.phase, J.c.lease_owner).where(
     J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _OVERDUE = sa.select(J.c.id).where(J.c.phase == Phase.EXECUTING.value,
                                    J.c.deadline <= sa.bindparam("now"))
-_LEASE_LOST = sa.select(J.c.id, J.c.service, J.c.lease_owner).where(
-    J.c.phase == Phase.EXECUTING.value, J.c.lease_expires < sa.bindparam("now"))
+_LEASED = sa.select(J.c.id, J.c.lease_owner, J.c.start_time, J.c.service).where(
+    J.c.phase == Phase.EXECUTING.value, J.c.lease_owner.is_not(None),
+    J.c.start_time.is_not(None))
+
+
+def _claims(rows) -> list[tuple[Claim, str]]:
+    return [(Claim(job_id, worker, started), service)
+            for job_id, worker, started, service in rows]
+
 _EXPIRED = (sa.select(J.c.id, J.c.service)
             .where(J.c.destruction <= sa.bindparam("now"), J.c.phase != Phase.ARCHIVED.value)
             .order_by(J.c.destruction).limit(sa.bindparam("limit")))
@@ -319,17 +326,17 @@ class RunningQueries(StorePart):
         with reading(self.engine) as conn:
             return list(conn.execute(_OVERDUE, {"now": now}).scalars())
 
-    def lost_leases(self, now: dt.datetime) -> list[tuple[str, str, str | None]]:
-        """(id, service, lease owner) of EXECUTING jobs whose lease has expired."""
+    def lost_leases(self, now: dt.datetime) -> list[tuple[Claim, str]]:
+        """(claim, service) of the EXECUTING jobs whose lease has expired: the claim
+        fences their recovery (another sweep may recover one first)."""
         with reading(self.engine) as conn:
-            return [tuple(r) for r in conn.execute(_LEASE_LOST, {"now": now})]
+            return _claims(conn.execute(_LEASED.where(J.c.lease_expires < now)))
 
-    def leases_of(self, worker_prefix: str) -> list[tuple[str, str, str]]:
-        """(id, service, lease owner) of EXECUTING jobs leased by workers named with a prefix."""
+    def leases_of(self, worker_prefix: str) -> list[tuple[Claim, str]]:
+        """(claim, service) of the EXECUTING jobs leased by workers named with a prefix."""
         with reading(self.engine) as conn:
-            return [tuple(r) for r in conn.execute(sa.select(J.c.id, J.c.service, J.c.lease_owner)
-                    .where(J.c.phase == Phase.EXECUTING.value,
-                           J.c.lease_owner.startswith(worker_prefix, autoescape=True)))]
+            return _claims(conn.execute(_LEASED.where(
+                J.c.lease_owner.startswith(worker_prefix, autoescape=True))))
 
     def queue_position(self, job_id: str, service: str) -> int:
         """How many QUEUED jobs of the service, due now, run before this one."""
