@@ -118,3 +118,44 @@ def test_an_upload_is_opened_from_the_jobs_uploads(files):
     f, st = files.open_upload(JOB, "table")
     with f:
         assert f.read() == b"uploaded" and st.st_size == 8
+
+
+# -- a failed attempt's results, set aside ----------------------------------------------
+
+def test_set_aside_results_leave_the_job_and_count_in_no_usage(files):
+    assert files.usage(JOB).entries > 0
+    aside = files.set_aside_results(JOB)
+    assert not files.results_dir(JOB).exists()
+    after = files.usage(JOB)
+    assert (after.written, after.entries) == (0, 0)
+    aside.remove()
+    assert os.listdir(files.root / ".discarded") == []
+
+
+def test_set_aside_results_can_be_put_back(files):
+    files.set_aside_results(JOB).restore()
+    assert (files.results_dir(JOB) / "d" / "out.txt").read_bytes() == b"the job's own bytes"
+
+
+def test_results_a_job_made_a_link_are_set_aside_without_following_it(files, tmp_path):
+    results = files.results_dir(JOB)
+    files.remove_results(JOB)
+    results.symlink_to(tmp_path / "secret")
+    files.set_aside_results(JOB).remove()
+    assert not os.path.lexists(results)
+    assert (tmp_path / "secret" / "out.txt").read_bytes() == b"a server file"
+
+
+def test_results_a_job_made_a_file_are_set_aside(files):
+    files.remove_results(JOB)
+    files.results_dir(JOB).write_bytes(b"not a folder")
+    files.set_aside_results(JOB).remove()
+    assert not os.path.lexists(files.results_dir(JOB))
+
+
+def test_no_results_set_aside_is_nothing_to_remove(files):
+    files.remove_results(JOB)
+    aside = files.set_aside_results(JOB)
+    aside.remove()
+    aside.restore()
+    assert not files.results_dir(JOB).exists()

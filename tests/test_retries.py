@@ -10,6 +10,7 @@ from lxml import etree
 
 from uws import timeutil
 from uws.config import ConfigError
+from uws.phases import Phase
 from uws.queueing import backoff_seconds
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
@@ -219,10 +220,13 @@ def test_a_lost_worker_job_ends_in_error_once_attempts_are_used_up(idle):
         "the worker running this job was lost"
 
 
+@pytest.mark.parametrize("stale_look", [False, True])
 def test_a_lost_job_another_front_end_recovered_and_a_worker_took_is_left_running(
-        idle, monkeypatch):
+        idle, monkeypatch, stale_look):
     # Two front ends' sweeps read the same lost lease; the first queues the job again
-    # and a worker claims it before the second acts on what it read.
+    # and a worker claims it before the second acts on what it read (with
+    # stale_look, even its last look before acting is from before: only the store's
+    # fence on the lost claim stops it).
     client, api = idle
     path = run(client, "quick")
     assert api.store.claim_next("elsewhere:1:gone", ["quick"], 0) == job_id(path)
@@ -233,7 +237,12 @@ def test_a_lost_job_another_front_end_recovered_and_a_worker_took_is_left_runnin
     sweeps[0].recover_lost()
     assert api.store.claim_next("elsewhere:2:new", ["quick"], 60) == job_id(path)
     monkeypatch.setattr(api.store, "lost_leases", lambda now: read_by_the_second)
+    if stale_look:
+        (lost, _service), = read_by_the_second
+        monkeypatch.setattr(api.store, "lease_states", lambda ids: {
+            lost.job_id: (Phase.EXECUTING, lost.worker, lost.started)})
     sweeps[1].recover_lost()
+    monkeypatch.undo()
     assert phase(client, path) == "EXECUTING"
     assert api.store.lease_states([job_id(path)])[job_id(path)][1] == "elsewhere:2:new"
     assert failed_attempts(client, path) == ["the worker running this job was lost"]

@@ -280,18 +280,26 @@ def test_a_job_killing_its_supervisor_still_leaves_nothing_with_cgroups(client, 
 
 
 def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, config):
+    import datetime as dt
     import subprocess
-    import uuid
 
+    from uws import timeutil
+    from uws.store.tables import job as J
     from uws.sweeps import Sweeps
     if api.executor.processes.cgroups is None:
         need_cgroups()
-    job_id = uuid.uuid4().hex       # a job whose worker died, leaving this behind
+    r = client.post("/escape", data={"SECONDS": "60"})
+    assert r.status_code == 303
+    job_id = r.headers["Location"].rsplit("/", 1)[1]
+    with api.store.engine.begin() as conn:     # its worker died, leaving this behind
+        conn.execute(J.update().where(J.c.id == job_id).values(
+            phase="EXECUTING", lease_owner="gone-host:1:x", start_time=timeutil.now(),
+            lease_expires=timeutil.now() - dt.timedelta(seconds=1)))
     left = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         assert api.executor.processes.cgroups.enter(job_id, left.pid)
         sweeps = Sweeps(config=config, store=api.store, files=api.files, executor=api.executor)
-        sweeps._recover(job_id, "escape")
+        sweeps.recover_lost()
         left.wait(5)
         assert not api.executor.processes.cgroups.path(job_id).exists()
     finally:

@@ -193,7 +193,7 @@ def test_an_abort_still_ends_the_jobs_processes_and_keeps_its_results(client, ap
 def blind(monkeypatch):
     """The worker's look at the lease always comes just before the takeover: only
     the store's fence on the attempt's claim stands between it and the new attempt."""
-    monkeypatch.setattr(executor_process, "superseded", lambda lease, worker: False)
+    monkeypatch.setattr(executor_process, "superseded", lambda lease, claim: False)
 
 
 def test_a_worker_whose_lease_check_raced_the_takeover_still_records_nothing(
@@ -236,3 +236,28 @@ def test_an_executor_failure_after_a_takeover_leaves_the_new_attempt_running(
     assert failures == [False]      # the worker tried, and the store refused
     assert lease(api, job_id(path)) == ("EXECUTING", NEW_WORKER)
     assert job_xml(client, path).find("uws:errorSummary", NS) is None
+
+
+def test_a_worker_ends_its_attempt_when_it_claimed_the_job_again_itself(client, api):
+    # Paused past its lease, the job queued again, and one of this worker's own
+    # slots claimed it: the same lease owner, another attempt (another start).
+    path, pids = start(client)
+    worker = api.executor.worker_id
+    with api.store.engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == job_id(path)).values(
+            start_time=timeutil.now()))
+    wait_for(lambda: gone(pids), timeout=2)
+    assert lease(api, job_id(path)) == ("EXECUTING", worker)
+    assert job_xml(client, path).find("uws:errorSummary", NS) is None
+
+
+def test_an_attempt_starts_without_what_an_earlier_one_left_in_its_results(client, api, go):
+    r = client.post("/hold")
+    assert r.status_code == 303
+    path = r.headers["Location"].replace("http://localhost", "")
+    left = api.files.results_dir(job_id(path))
+    left.mkdir(parents=True)
+    (left / "stale.txt").write_text("an earlier attempt's")
+    assert client.post(f"{path}/phase", data={"PHASE": "RUN"}).status_code == 303
+    wait_for(lambda: phase(client, path) == "EXECUTING" and job_pids(job_id(path)), timeout=20)
+    assert not (api.files.results_dir(job_id(path)) / "stale.txt").exists()

@@ -6,7 +6,6 @@ name from a request can reach another file.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import re
@@ -14,7 +13,6 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from .errors import NotFound, TooLarge
@@ -127,20 +125,26 @@ class JobFiles:
     def remove_results(self, job_id: str) -> bool:
         return _remove_tree(self.results_dir(job_id))
 
-    def set_aside_results(self, job_id: str) -> Callable[[], bool]:
+    def set_aside_results(self, job_id: str) -> SetAside:
         """Take the job's results out of its directory at once: a rename, quick
         enough under a database lock, where removing a job's many files is not.
-        The call that then removes them (they count in its usage until then)."""
+        They go to a folder beside the jobs', where no job's usage counts them."""
         results = self.results_dir(job_id)
-        aside = results.with_name(f".discarded-{uuid.uuid4().hex}")
         try:
+            if (os.path.isdir(results) and not os.path.islink(results)
+                    and not _names(results)):
+                return SetAside(None, results)      # none (the usual first attempt)
+            trash = self.root / ".discarded"
+            make_private_dir(trash)
+            aside = trash / f"{job_id}-{uuid.uuid4().hex}"
             os.rename(results, aside)
         except FileNotFoundError:
-            return lambda: True
+            return SetAside(None, results)
         except OSError as exc:
             log.warning("cannot set aside %s (%s): removing it in place", results, exc)
-            aside = results
-        return functools.partial(_remove_tree, aside)
+            _remove_any(results)
+            return SetAside(None, results)
+        return SetAside(aside, results)
 
     @staticmethod
     def _inside(base: Path, name: str) -> Path:
@@ -149,6 +153,43 @@ class JobFiles:
         if base.resolve() not in path.parents:
             raise NotFound(f"no file {name!r}")
         return path
+
+
+class SetAside:
+    """A job's results moved out of its directory: then removed, or put back."""
+
+    def __init__(self, moved: Path | None, home: Path):
+        self.moved = moved
+        self.home = home
+
+    def remove(self) -> None:
+        if self.moved is not None:
+            _remove_any(self.moved)
+            self.moved = None
+
+    def restore(self) -> None:
+        """Back where they were (their job was not queued again after all)."""
+        if self.moved is not None:
+            try:
+                os.rename(self.moved, self.home)
+            except OSError as exc:
+                log.warning("cannot put back %s (%s); removed", self.home, exc)
+                _remove_any(self.moved)
+            self.moved = None
+
+
+def _remove_any(path: Path) -> bool:
+    """Remove a folder's tree, or a file or link (never what a link names)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot remove %s: %s", path, exc)
+            return False
+        return True
+    return _remove_tree(path)
 
 
 def _names(path: Path) -> list[str]:

@@ -152,6 +152,10 @@ class Claim(NamedTuple):
     started: dt.datetime
 
 
+#: A job's (phase, lease owner, start time): which attempt, if any, holds it.
+LeaseState = tuple[Phase, "str | None", "dt.datetime | None"]
+
+
 class JobRef(NamedTuple):
     """One line of a job list: what ``<uws:jobref>`` shows (a tuple: a list makes
     one per job, three times faster than a frozen dataclass)."""

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from .callbacks import Delivery
 from .holds import Hold
-from .model import Claim, ErrorSummary, Job, JobRef, ListQuery, Parameter, Result
+from .model import Claim, ErrorSummary, Job, JobRef, LeaseState, ListQuery, Parameter, Result
 from .phases import Phase
 from .services import Quota, Service
 
@@ -96,8 +96,8 @@ class RunStore(JobStore, Protocol):
     def renew_leases(self, worker: str, job_ids: Iterable[str],
                      lease_seconds: float) -> set[str]:
         """The ids whose lease ``worker`` still held, renewed."""
-    def lease_states(self, job_ids: Iterable[str]) -> dict[str, tuple[Phase, str | None]]:
-        """(phase, lease owner) of each existing job of ``job_ids``."""
+    def lease_states(self, job_ids: Iterable[str]) -> dict[str, LeaseState]:
+        """(phase, lease owner, start time) of each existing job of ``job_ids``."""
     def service_of(self, job_id: str) -> str | None: ...
     def set_progress(self, job_id: str, percent: float | None, message: str | None, *,
                      claim: Claim | None = None) -> None: ...
@@ -133,6 +133,11 @@ class Usage(Protocol):
     def total(self) -> int: ...
 
 
+class SetAside(Protocol):
+    def remove(self) -> None: ...
+    def restore(self) -> None: ...
+
+
 class Files(Protocol):
     """Each job's directory: uploads, results, logs (:class:`uws.files.JobFiles`)."""
 
@@ -151,9 +156,9 @@ class Files(Protocol):
     def usage(self, job_id: str) -> Usage: ...
     def remove(self, job_id: str) -> bool: ...
     def remove_results(self, job_id: str) -> bool: ...
-    def set_aside_results(self, job_id: str) -> Callable[[], bool]:
-        """Take the job's results out of its directory at once (a rename); the call
-        that then removes them."""
+    def set_aside_results(self, job_id: str) -> SetAside:
+        """Take the job's results out of its directory at once (a rename), to be
+        removed or put back."""
 
 
 class Executor(Protocol):

@@ -137,7 +137,8 @@ class Sweeps:
         worker has it now: the release is fenced by the lost claim, and the processes
         are only killed after a look that it is still the job's."""
         job_id = claim.job_id
-        if self.store.lease_states([job_id]).get(job_id) != (Phase.EXECUTING, claim.worker):
+        if self.store.lease_states([job_id]).get(job_id) != (
+                Phase.EXECUTING, claim.worker, claim.started):
             return
         self.executor.end_lost(job_id)
         service = self.config.services.get(service_name)

@@ -3,7 +3,7 @@
 Front ends run no jobs: on RUN they publish a message on the broker (RabbitMQ or
 Redis).  The message names no job; it asks a worker to take QUEUED jobs.  A
 worker takes them the way the local executor does: with the database's
-conditional claim (:meth:`uws.store.Store.claim_next`: fair across owners,
+conditional claim (:meth:`uws.store.Store.claim`: fair across owners,
 within running caps), and runs each with the same runner contract and isolation
 (:class:`~uws.execution.process.ProcessExecutor`).  Hence:
 

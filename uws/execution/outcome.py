@@ -89,14 +89,19 @@ class Outcomes:
         queues the job again, and only if it does: the next attempt never loses its
         own, and a worker whose attempt was taken over removes none of the new one's."""
         if error.type == "transient" and running.attempt < service.max_attempts:
-            removals = []
+            moved = []
+            requeued = False
             try:
-                return lost.retry_or_fail(
+                requeued = lost.retry_or_fail(
                     self.store, service, running.job_id, error, claim=running.claim,
-                    then=lambda: removals.append(self.files.set_aside_results(running.job_id)))
+                    then=lambda: moved.append(self.files.set_aside_results(running.job_id)))
             finally:
-                for remove in removals:
-                    remove()
+                for aside in moved:     # gone with the change that queued the job again
+                    if requeued:
+                        aside.remove()
+                    else:
+                        aside.restore()
+            return requeued
         self.store.mark_failed(running.job_id, error, claim=running.claim)
         return False
 

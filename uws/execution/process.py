@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 
 from .. import timing
-from ..model import Claim, ErrorSummary
+from ..model import Claim, ErrorSummary, LeaseState
 from ..phases import Phase
 from ..ports import Files, RunStore, Settings
 from .base import Executor
@@ -138,7 +138,7 @@ class ProcessExecutor(Executor):
                         self._wake.wait(timing.QUEUE_POLL)
 
     def run_next(self) -> bool:
-        """Claim the next QUEUED job (fairly, see Store.claim_next) and run it to its
+        """Claim the next QUEUED job (fairly, see Store.claim) and run it to its
         end here; False when there was none to claim."""
         if self._stopping.is_set() or self._draining.is_set():
             return False
@@ -187,24 +187,26 @@ class ProcessExecutor(Executor):
         out of time, destroyed)."""
         leases = self.store.lease_states(ids)
         for job_id in ids:
-            if superseded(leases.get(job_id), self.worker_id):
-                self._end_superseded(job_id)
+            with self._lock:
+                running = self._running.get(job_id)
+            if running is None:
+                continue
+            if superseded(leases.get(job_id), running.claim):
+                self._end_superseded(running)
             elif job_id not in leases or leases[job_id][0] is not Phase.EXECUTING:
                 self.abort(job_id)
 
-    def _end_superseded(self, job_id: str) -> None:
-        with self._lock:
-            running = self._running.get(job_id)
+    def _end_superseded(self, running: Running) -> None:
         # An attempt whose process has ended is its own thread's to settle (its own
         # retry may have queued the job again).
-        if running is not None and not running.superseded and running.process.poll() is None:
+        if not running.superseded and running.process.poll() is None:
             self._forsake(running)
             self.processes.end_attempt(running)
 
     def _forsake(self, running: Running) -> None:
         """Mark the attempt as no longer this worker's (once): its end is not recorded."""
         running.superseded = True
-        log.warning("job %s: another worker has taken it over (this worker's lease "
+        log.warning("job %s: another attempt has taken it over (this worker's lease "
                     "expired); attempt %d here ends unrecorded", running.job_id,
                     running.attempt)
 
@@ -217,7 +219,7 @@ class ProcessExecutor(Executor):
     def _check_superseded(self, running: Running) -> bool:
         if not running.superseded and superseded(
                 self.store.lease_states([running.job_id]).get(running.job_id),
-                self.worker_id):
+                running.claim):
             self._forsake(running)
         return running.superseded
 
@@ -242,6 +244,13 @@ class ProcessExecutor(Executor):
         if job is None or service_name is None:
             return
         service = self.config.services[service_name]
+        with self._lock:
+            older = self._running.get(job_id)
+        if older is not None:   # this worker's own attempt, queued again since: over
+            self._end_superseded(older)
+        # What an earlier attempt left (its worker lost, or this one's superseded
+        # attempt) is not this one's to report.
+        self.files.set_aside_results(job_id).remove()
         try:
             process, read_fd = self.processes.launch(job_id, service)
         except OSError:
@@ -284,7 +293,8 @@ class ProcessExecutor(Executor):
                     self._forget_if_deleted(job_id)
             finally:    # last, so a job no longer running has been tidied up
                 with self._lock:
-                    self._running.pop(job_id, None)
+                    if self._running.get(job_id) is running:    # not a newer attempt
+                        del self._running[job_id]
 
     def _forget_if_deleted(self, job_id: str) -> bool:
         """A job deleted (by any process) while it started or ran may have had its
@@ -295,14 +305,16 @@ class ProcessExecutor(Executor):
         return True
 
 
-def superseded(lease: tuple[Phase, str | None] | None, worker: str) -> bool:
-    """Whether a job's (phase, lease owner) say ``worker`` no longer holds it: a sweep
-    found its lease expired and queued it again, or another worker has claimed it."""
+def superseded(lease: LeaseState | None,
+               claim: Claim | None) -> bool:
+    """Whether a job's (phase, lease owner, start time) say the attempt of ``claim``
+    no longer holds it: a sweep found its lease expired and queued it again, or
+    another attempt (another worker's, or this worker's own) has claimed it since."""
     if lease is None:
         return False        # deleted: handled as an ABORT is
-    phase, owner = lease
+    phase, owner, started = lease
     if phase is Phase.EXECUTING:
-        return owner != worker
+        return claim is None or (owner, started) != (claim.worker, claim.started)
     return phase in (Phase.QUEUED, Phase.HELD, Phase.PENDING)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import sqlalchemy as sa
 
 from .. import phases, timeutil
-from ..model import Claim, ErrorSummary
+from ..model import Claim, ErrorSummary, LeaseState
 from ..phases import Event, Phase
 from . import counts, direct, usage
 from .changes import Change, Times
@@ -98,7 +98,7 @@ _RENEW = (J.update().where(J.c.id.in_(sa.bindparam("ids", expanding=True)),
                            J.c.lease_owner == sa.bindparam("worker"),
                            J.c.phase == Phase.EXECUTING.value)
           .values(lease_expires=sa.bindparam("expires")).returning(J.c.id))
-_LEASES = sa.select(J.c.id, J.c.phase, J.c.lease_owner).where(
+_LEASES = sa.select(J.c.id, J.c.phase, J.c.lease_owner, J.c.start_time).where(
     J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _OVERDUE = sa.select(J.c.id).where(J.c.phase == Phase.EXECUTING.value,
                                    J.c.deadline <= sa.bindparam("now"))
@@ -311,15 +311,15 @@ class RunningQueries(StorePart):
             return set(conn.execute(_RENEW, {"ids": ids, "worker": worker,
                                              "expires": expires}).scalars())
 
-    def lease_states(self, job_ids: Iterable[str]) -> dict[str, tuple[Phase, str | None]]:
-        """(phase, lease owner) of each existing job of ``job_ids``: whether a worker
-        still holds the job it runs (one read by primary key)."""
+    def lease_states(self, job_ids: Iterable[str]) -> dict[str, LeaseState]:
+        """(phase, lease owner, start time) of each existing job of ``job_ids``:
+        whether an attempt still holds the job it runs (one read by primary key)."""
         ids = list(job_ids)
         if not ids:
             return {}
         with reading(self.engine) as conn:
-            return {job_id: (Phase(phase), owner)
-                    for job_id, phase, owner in conn.execute(_LEASES, {"ids": ids})}
+            return {job_id: (Phase(phase), owner, started)
+                    for job_id, phase, owner, started in conn.execute(_LEASES, {"ids": ids})}
 
     def overdue_ids(self, now: dt.datetime) -> list[str]:
         """EXECUTING jobs past their execution-duration deadline."""
