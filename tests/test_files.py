@@ -159,3 +159,12 @@ def test_no_results_set_aside_is_nothing_to_remove(files):
     aside.remove()
     aside.restore()
     assert not files.results_dir(JOB).exists()
+
+
+def test_nothing_is_set_aside_for_a_job_that_has_no_results_yet(files):
+    files.remove_results(JOB)
+    files.set_aside_results(JOB).remove()
+    files.results_dir(JOB).mkdir()
+    files.set_aside_results(JOB).remove()
+    assert files.results_dir(JOB).is_dir()
+    assert not (files.root / ".discarded").exists()

@@ -131,9 +131,9 @@ class JobFiles:
         They go to a folder beside the jobs', where no job's usage counts them."""
         results = self.results_dir(job_id)
         try:
-            if (os.path.isdir(results) and not os.path.islink(results)
-                    and not _names(results)):
-                return SetAside(None, results)      # none (the usual first attempt)
+            info = os.lstat(results)
+            if stat.S_ISDIR(info.st_mode) and not _names(results):
+                return SetAside(None, results)      # empty
             trash = self.root / ".discarded"
             make_private_dir(trash)
             aside = trash / f"{job_id}-{uuid.uuid4().hex}"
