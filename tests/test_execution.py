@@ -3,6 +3,7 @@ on an exceeded execution duration and at destruction time."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import time
 
@@ -554,3 +555,16 @@ def test_only_a_job_not_recorded_completed_is_looked_up_for_a_delete_during_its_
     wait_for(lambda: not executor.running_ids)
     assert phase(client, path) == ("ERROR" if fail else "COMPLETED")
     assert looked_up == ([path.rsplit("/", 1)[1]] if fail else [])
+
+
+def test_a_starting_executor_purges_results_set_aside_and_left_behind(config):
+    first = create_app(config)
+    trash = first.extensions["uws"].files.root / ".discarded"
+    shutdown(first)
+    (trash / "job-attempt" / "d").mkdir(parents=True)   # a worker died mid-removal
+    (trash / "job-attempt" / "d" / "out.txt").write_text("an old attempt's")
+    second = create_app(config)
+    try:
+        wait_for(lambda: not os.listdir(trash), timeout=5)
+    finally:
+        shutdown(second)

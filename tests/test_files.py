@@ -168,3 +168,9 @@ def test_nothing_is_set_aside_for_a_job_that_has_no_results_yet(files):
     files.set_aside_results(JOB).remove()
     assert files.results_dir(JOB).is_dir()
     assert not (files.root / ".discarded").exists()
+
+
+def test_results_set_aside_and_left_behind_are_purged(files):
+    files.set_aside_results(JOB)        # its process died before removing them
+    files.purge_discarded()
+    assert os.listdir(files.root / ".discarded") == []

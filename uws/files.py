@@ -125,6 +125,12 @@ class JobFiles:
     def remove_results(self, job_id: str) -> bool:
         return _remove_tree(self.results_dir(job_id))
 
+    def purge_discarded(self) -> None:
+        """Remove the results set aside and never removed (their process died first)."""
+        trash = self.root / ".discarded"
+        for name in _names(trash):
+            _remove_any(trash / name)
+
     def set_aside_results(self, job_id: str) -> SetAside:
         """Take the job's results out of its directory at once: a rename, quick
         enough under a database lock, where removing a job's many files is not.

@@ -61,6 +61,7 @@ class ProcessExecutor(Executor):
 
     def start(self) -> None:
         self._spawn_thread(self.processes.forks.warm, "uws-forkserver-start")
+        self._spawn_thread(self.files.purge_discarded, "uws-purge-discarded")
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
         self.start_monitor()
