@@ -315,7 +315,7 @@ def test_a_rolled_back_change_sends_no_notification(nodes):
             return {n.payload for n in conn.notifies(timeout=seconds)} & set(jobs)
 
         # One of the owner's jobs runs: claiming another over a cap of 1 is rolled back.
-        first = store._claim_of("w", "sleep", "", 30, cap=0)
+        first = store._claim_of("w", "sleep", "", 30, cap=0).job_id
         assert first in jobs and heard(1) == {first}
         second = next(j for j in jobs if j != first)
         assert store._claim_of("w", "sleep", "", 30, cap=1) is None
