@@ -153,7 +153,7 @@ class Claim(NamedTuple):
 
 
 #: A job's (phase, lease owner, start time): which attempt, if any, holds it.
-LeaseState = tuple[Phase, "str | None", "dt.datetime | None"]
+LeaseState = tuple[Phase, str | None, dt.datetime | None]
 
 
 class JobRef(NamedTuple):

@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 class Running:
     job_id: str
     process: subprocess.Popen | ForkedJob
+    claim: Claim        # this attempt's: what its writes are fenced by
     killed: bool = False
     attempt: int = 1        # of the job (automatic retries)
-    claim: Claim | None = None      # this attempt's: what its writes are fenced by
     superseded: bool = False    # another worker took the job over: not ours to record
 
 

@@ -211,7 +211,7 @@ class ProcessExecutor(Executor):
                     "expired); attempt %d here ends unrecorded", running.job_id,
                     running.attempt)
 
-    def _claim_of(self, job_id: str) -> Claim | None:
+    def _running_claim(self, job_id: str) -> Claim | None:
         """The claim of the job's attempt run here (None: none is)."""
         with self._lock:
             running = self._running.get(job_id)
@@ -232,7 +232,7 @@ class ProcessExecutor(Executor):
             over = service and excess(service, self.files.usage(job_id))
             if over:
                 log.warning("job %s: %s; stopping it", job_id, over)
-                claim = self._claim_of(job_id)
+                claim = self._running_claim(job_id)
                 if claim is not None:   # else it has just ended
                     self.store.mark_failed(job_id, ErrorSummary("fatal", over), claim=claim)
 
@@ -258,7 +258,7 @@ class ProcessExecutor(Executor):
             if self._forget_if_deleted(job_id):
                 return      # deleted while starting: its directory went under us
             raise
-        running = Running(job_id, process, attempt=job.attempt, claim=claim)
+        running = Running(job_id, process, claim, attempt=job.attempt)
         with self._lock:
             self._running[job_id] = running
         if self._stopping.is_set():
@@ -306,8 +306,7 @@ class ProcessExecutor(Executor):
         return True
 
 
-def superseded(lease: LeaseState | None,
-               claim: Claim | None) -> bool:
+def superseded(lease: LeaseState | None, claim: Claim) -> bool:
     """Whether a job's (phase, lease owner, start time) say the attempt of ``claim``
     no longer holds it: a sweep found its lease expired and queued it again, or
     another attempt (another worker's, or this worker's own) has claimed it since."""
@@ -315,7 +314,7 @@ def superseded(lease: LeaseState | None,
         return False        # deleted: handled as an ABORT is
     phase, owner, started = lease
     if phase is Phase.EXECUTING:
-        return claim is None or (owner, started) != (claim.worker, claim.started)
+        return (owner, started) != (claim.worker, claim.started)
     return phase in (Phase.QUEUED, Phase.HELD, Phase.PENDING)
 
 

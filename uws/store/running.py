@@ -111,6 +111,7 @@ def _claims(rows) -> list[tuple[Claim, str]]:
     return [(Claim(job_id, worker, started), service)
             for job_id, worker, started, service in rows]
 
+
 _EXPIRED = (sa.select(J.c.id, J.c.service)
             .where(J.c.destruction <= sa.bindparam("now"), J.c.phase != Phase.ARCHIVED.value)
             .order_by(J.c.destruction).limit(sa.bindparam("limit")))
