@@ -8,15 +8,21 @@ jobs (DURATION=0) one after the other, each with its log files, report channel a
 task.  Prints per job: the wall time, the CPU of the job processes (supervisor and
 work: the fork server's reaped children, /proc cutime+cstime), of the fork server
 itself, and their page faults (copy-on-write faults mostly: the steadiest measure of
-how much a forked job writes on a busy machine).
+how much a forked job writes on a busy machine).  Then the floor under those figures:
+the same number of bare jobs, a fork that forks once more (the supervisor and the
+work) and both exit at once, from a fresh process with the fork server's imports.
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
+import importlib
 import json
 import os
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +30,7 @@ from pathlib import Path
 
 from uws.config import demo_services
 from uws.execution.forkclient import ForkServer
-from uws.execution.forkserver import REPORT_FD
+from uws.execution.forkserver import PRELOADED, REPORT_FD
 from uws.execution.task import job_environment
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -73,7 +79,33 @@ def run_job(forks: ForkServer, root: Path, n: int) -> float:
     return forked
 
 
+def bare_jobs(n: int) -> None:
+    """In a fresh process: n forks that fork once more, both exiting at once, from the
+    fork server's image (its imports, the objects frozen out of the collector)."""
+    for name in (*PRELOADED, "uws.demo"):
+        importlib.import_module(name)
+    gc.freeze()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            work = os.fork()
+            if work == 0:
+                os._exit(0)
+            os.waitpid(work, 0)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    print(f"floor, {n} bare jobs (two forks, nothing run): CPU per job: job processes "
+          f"{cpu / n * 1000:.2f} ms; {(after.ru_minflt - before.ru_minflt) / n:.0f} page faults "
+          "per job")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--bare"]:
+        bare_jobs(int(sys.argv[2]))
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     root = Path(tempfile.mkdtemp(prefix="uws-forkjobs-"))
     forks = ForkServer(["uws.demo"])
@@ -91,7 +123,8 @@ def main() -> None:
     print(f"{n} jobs: {wall / n * 1000:.2f} ms each (fork request "
           f"{statistics.median(fork_times) * 1000:.2f} ms); CPU per job: job processes "
           f"{jobs / n * 1000:.2f} ms, fork server {own / n * 1000:.2f} ms; "
-          f"{faults / n:.0f} page faults per job")
+          f"{faults / n:.0f} page faults per job", flush=True)
+    subprocess.run([sys.executable, __file__, "--bare", str(n)], check=True)
 
 
 if __name__ == "__main__":
