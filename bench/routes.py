@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import shutil
 import sys
 import tempfile
 import time
@@ -35,8 +36,8 @@ def main() -> None:
     from uws.web.app import create_app, shutdown
     sys.path.insert(0, str(Path(__file__).parent))
     import ceiling
-    app = create_app(config.load(None, env={"UWS_EXECUTOR": "none"},
-                                 data_dir=tempfile.mkdtemp(prefix="uws-routes-")))
+    data_dir = tempfile.mkdtemp(prefix="uws-routes-")
+    app = create_app(config.load(None, env={"UWS_EXECUTOR": "none"}, data_dir=data_dir))
     bare = ceiling.make_app()
     client = app.test_client()
     try:
@@ -61,6 +62,7 @@ def main() -> None:
                 _best(bare, functools.partial(_copies, deletion), args))
     finally:
         shutdown(app)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _reads(path: str) -> list[tuple[str, str, str, str, str | None]]:
