@@ -146,6 +146,17 @@ def test_results_a_job_made_a_link_are_set_aside_without_following_it(files, tmp
     assert (tmp_path / "secret" / "out.txt").read_bytes() == b"a server file"
 
 
+def test_results_a_job_made_a_link_are_removed_without_following_it(files, tmp_path):
+    """As archiving does: a link left in place of results/ kept a job from ever
+    being archived (rmtree refuses links), and its target is not the job's."""
+    results = files.results_dir(JOB)
+    files.remove_results(JOB)
+    results.symlink_to(tmp_path / "secret")
+    assert files.remove_results(JOB)
+    assert not os.path.lexists(results)
+    assert (tmp_path / "secret" / "out.txt").read_bytes() == b"a server file"
+
+
 def test_results_a_job_made_a_file_are_set_aside(files):
     files.remove_results(JOB)
     files.results_dir(JOB).write_bytes(b"not a folder")

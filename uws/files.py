@@ -129,7 +129,7 @@ class JobFiles:
         """Remove the results set aside and never removed (their process died first)."""
         trash = self.root / ".discarded"
         for name in _names(trash):
-            _remove_any(trash / name)
+            _remove_tree(trash / name)
 
     def set_aside_results(self, job_id: str) -> SetAside:
         """Take the job's results out of its directory at once: a rename, quick
@@ -148,7 +148,7 @@ class JobFiles:
             return SetAside(None, results)
         except OSError as exc:
             log.warning("cannot set aside %s (%s): removing it in place", results, exc)
-            _remove_any(results)
+            _remove_tree(results)
             return SetAside(None, results)
         return SetAside(aside, results)
 
@@ -170,7 +170,7 @@ class SetAside:
 
     def remove(self) -> None:
         if self.moved is not None:
-            _remove_any(self.moved)
+            _remove_tree(self.moved)
             self.moved = None
 
     def restore(self) -> None:
@@ -180,22 +180,8 @@ class SetAside:
                 os.rename(self.moved, self.home)
             except OSError as exc:
                 log.warning("cannot put back %s (%s); removed", self.home, exc)
-                _remove_any(self.moved)
+                _remove_tree(self.moved)
             self.moved = None
-
-
-def _remove_any(path: Path) -> bool:
-    """Remove a folder's tree, or a file or link (never what a link names)."""
-    if os.path.islink(path) or not os.path.isdir(path):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("cannot remove %s: %s", path, exc)
-            return False
-        return True
-    return _remove_tree(path)
 
 
 def _names(path: Path) -> list[str]:
@@ -249,7 +235,11 @@ def make_private_dir(path: Path) -> None:
 
 def _remove_tree(path: Path) -> bool:
     """rmtree that tolerates what is already gone but reports anything else, so a
-    caller can keep the job's record (and retry) rather than orphan its files."""
+    caller can keep the job's record (and retry) rather than orphan its files.  A
+    file or a link where a job's folder belongs (a job can make one) is removed
+    itself: a link is never followed."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return _unlink(path)
     failures = []
 
     def _failed(_function, failed_path, error):
@@ -264,6 +254,17 @@ def _remove_tree(path: Path) -> bool:
     for failed_path, exc in failures:
         log.warning("cannot remove %s: %s", failed_path, exc)
     return not failures
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", path, exc)
+        return False
+    return True
 
 
 def _check_names(name: str) -> None:

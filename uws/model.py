@@ -151,6 +151,10 @@ class Claim(NamedTuple):
     worker: str
     started: dt.datetime
 
+    def holds(self, lease: LeaseState | None) -> bool:
+        """Whether a job's lease state says this attempt still runs it."""
+        return lease == (Phase.EXECUTING, self.worker, self.started)
+
 
 #: A job's (phase, lease owner, start time): which attempt, if any, holds it.
 LeaseState = tuple[Phase, str | None, dt.datetime | None]

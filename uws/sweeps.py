@@ -17,7 +17,6 @@ from . import stats as stats_mod
 from . import timeutil
 from .execution import lost
 from .model import Claim, ErrorSummary
-from .phases import Phase
 from .ports import Executor, Files, RunStore, Settings
 
 if TYPE_CHECKING:
@@ -137,8 +136,7 @@ class Sweeps:
         worker has it now: the release is fenced by the lost claim, and the processes
         are only killed after a look that it is still the job's."""
         job_id = claim.job_id
-        if self.store.lease_states([job_id]).get(job_id) != (
-                Phase.EXECUTING, claim.worker, claim.started):
+        if not claim.holds(self.store.lease_states([job_id]).get(job_id)):
             return
         self.executor.end_lost(job_id)
         service = self.config.services.get(service_name)

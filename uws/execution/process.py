@@ -312,10 +312,9 @@ def superseded(lease: LeaseState | None, claim: Claim) -> bool:
     another attempt (another worker's, or this worker's own) has claimed it since."""
     if lease is None:
         return False        # deleted: handled as an ABORT is
-    phase, owner, started = lease
-    if phase is Phase.EXECUTING:
-        return (owner, started) != (claim.worker, claim.started)
-    return phase in (Phase.QUEUED, Phase.HELD, Phase.PENDING)
+    if lease[0] is Phase.EXECUTING:
+        return not claim.holds(lease)
+    return lease[0] in (Phase.QUEUED, Phase.HELD, Phase.PENDING)
 
 
 class _AttemptReports(ReportReader):
