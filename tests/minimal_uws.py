@@ -28,6 +28,9 @@ from xml.sax.saxutils import escape, quoteattr
 UWS = "http://www.ivoa.net/xml/UWS/v1.0"
 XLINK = "http://www.w3.org/1999/xlink"
 FINAL = {"COMPLETED", "ERROR", "ABORTED"}
+#: how often a test server looks for its shutdown (the standard library's 0.5 s
+#: made every test using one wait that long to stop it)
+POLL_S = 0.02
 
 
 def _time(t: float | None) -> str | None:
@@ -57,7 +60,7 @@ class MinimalUWS:
         self.httpd.daemon_threads = True
         self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.url = self.root + "/jobs"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(POLL_S,), daemon=True)
 
     def __enter__(self) -> MinimalUWS:
         self.thread.start()
@@ -366,7 +369,7 @@ class Scripted:
         scheme = "http" if tls is None else "https"
         self.root = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.url = self.root + "/jobs"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(POLL_S,), daemon=True)
 
     def __enter__(self) -> Scripted:
         self.thread.start()
