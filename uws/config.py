@@ -75,6 +75,9 @@ class Config:
     # kind = "celery": the broker front ends publish to and workers consume from
     broker_url: str = _setting("executor", "")
     queue: str = _setting("executor", "uws")
+    # start the fork server with the executor (false: at the first job, so a process
+    # that runs no job never starts one)
+    fork_server_at_start: bool = _setting("executor", True)
     services: dict[str, Service] = dataclasses.field(default_factory=dict)
     auth: AuthConfig = dataclasses.field(default_factory=AuthConfig)   # anonymous only
 

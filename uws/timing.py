@@ -49,3 +49,29 @@ REDISPATCH = 5.0
 # -- blocking GETs (uws.waiting) -------------------------------------------------------
 #: how often the phases of waited-for jobs are read, for changes made by other processes
 WAIT_POLL = 0.05
+
+
+# -- test suites only --------------------------------------------------------------------
+#: ``UWS_TEST_TIMINGS="LEASE=6 REDISPATCH=1"`` shortens these constants in every process
+#: that inherits the variable, so that a test suite need not wait out a 30 s lease.  Not
+#: a setting for a deployment: the relations above are what keep a server correct.
+TEST_TIMINGS_VARIABLE = "UWS_TEST_TIMINGS"
+
+
+def _apply_test_timings(text: str) -> None:
+    for item in text.replace(",", " ").split():
+        name, _, value = item.partition("=")
+        if not name.isupper() or not isinstance(globals().get(name), float):
+            raise ValueError(f"{TEST_TIMINGS_VARIABLE}: {name!r} is no timing constant")
+        seconds = float(value)
+        if not 0 < seconds < 86400:
+            raise ValueError(f"{TEST_TIMINGS_VARIABLE}: {item!r} is not a number of seconds")
+        globals()[name] = seconds
+
+
+def _from_environment() -> None:
+    import os
+    _apply_test_timings(os.environ.get(TEST_TIMINGS_VARIABLE, ""))
+
+
+_from_environment()

@@ -60,7 +60,8 @@ class ProcessExecutor(Executor):
     # -- Executor interface ---------------------------------------------------------
 
     def start(self) -> None:
-        self._spawn_thread(self.processes.forks.warm, "uws-forkserver-start")
+        if self.config.fork_server_at_start:
+            self._spawn_thread(self.processes.forks.warm, "uws-forkserver-start")
         self._spawn_thread(self.files.purge_discarded, "uws-purge-discarded")
         for i in range(self.slots):
             self._spawn_thread(self._work_loop, f"uws-worker-{i}")
