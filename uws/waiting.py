@@ -71,7 +71,7 @@ class PhaseWatch:
         with self._lock:
             if since is not None and self._notified.get(job_id, -1) > since:
                 return True
-            if self._count >= self._limit:
+            if self._count >= self._limit or self._stopped:
                 return False
             self._waiters[job_id].add(waiter)
             self._count += 1
@@ -115,9 +115,14 @@ class PhaseWatch:
         return self._count
 
     def stop(self) -> None:
+        """Stop the poller, and answer the blocked requests now (a stopping server
+        holds no client until its WAIT runs out; new ones answer at once)."""
         with self._lock:
             self._stopped = True
             self._wake_poller.notify()
+            for bucket in self._waiters.values():
+                for waiter in bucket:
+                    waiter.event.set()
 
     def _remember(self, job_id: str) -> None:
         self._notified[job_id] = self._seq

@@ -3,6 +3,7 @@
 * ``uws_jobs{service,phase}``, ``uws_queued_jobs{service}``, ``uws_held_jobs{service}``:
   read from the job counters at scrape time (everyone's jobs, no owner labels), so
   every front end reports the same figures.
+* ``uws_blocked_waits``: this process's blocking GETs (``WAIT``) parked now.
 * ``uws_http_requests_total{route,method,status}`` and
   ``uws_http_request_duration_seconds{route,method}``: this process's requests, by
   Flask route pattern (``/<service>/<job_id>``, never the raw path: the label values
@@ -57,6 +58,17 @@ class JobCollector:
         yield from (jobs, queued, held)
 
 
+class WaitCollector:
+    """The blocking GETs this process holds, at each scrape."""
+
+    def __init__(self, waiting):
+        self.waiting = waiting
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("uws_blocked_waits", "Blocking GETs (WAIT) parked in this process",
+                                value=self.waiting())
+
+
 #: Methods that are counted by name; any other (a client's invention, answered 405 or
 #: 501) counts as "other", so that no client can add label sets without end.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
@@ -66,7 +78,7 @@ _OTHER_METHOD = "other"
 class Metrics:
     """One app's registry: its request metrics and the job collector."""
 
-    def __init__(self, job_counts):
+    def __init__(self, job_counts, waiting=lambda: 0):
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("uws_http_requests", "HTTP requests answered",
                                 ["route", "method", "status"], registry=self.registry)
@@ -74,6 +86,7 @@ class Metrics:
                                  "Time to build each response (a streamed body's sending excluded)",
                                  ["route", "method"], buckets=_BUCKETS, registry=self.registry)
         self.registry.register(JobCollector(job_counts))
+        self.registry.register(WaitCollector(waiting))
         # Each label set's children, looked up once (labels() validates and locks).
         self._counted: dict[tuple[str, str, int], Any] = {}
         self._timed: dict[tuple[str, str], Any] = {}
@@ -119,7 +132,8 @@ def metrics_read_only():
 def install(app: Flask) -> None:
     """The route, and the count of every response (last out: the after-request hook
     registered first runs last)."""
-    store = app.extensions["uws"].store
-    collected = app.extensions["uws_metrics"] = Metrics(lambda: store.job_counts())
+    api = app.extensions["uws"]
+    collected = app.extensions["uws_metrics"] = Metrics(lambda: api.store.job_counts(),
+                                                        lambda: api.watch.waiting)
     app.after_request(collected.observe)
     app.register_blueprint(bp)
