@@ -1,8 +1,10 @@
 """Shared fixtures.
 
-Every test that takes ``app`` or ``client`` runs twice: on SQLite and on
-PostgreSQL.  PostgreSQL comes from ``UWS_TEST_POSTGRES_URL`` (default: the
-local server, database ``test``).  Without it a local run skips those cases;
+Every test that takes ``app`` or ``client`` runs twice, on SQLite and on
+PostgreSQL, but in the modules whose ``BACKENDS`` name one (tests/README.rst says
+which).  Each gets a database of its own, copied from one migrated per test process.
+PostgreSQL comes from ``UWS_TEST_POSTGRES_URL`` (default: the local server,
+database ``test``).  Without it a local run skips those cases;
 under CI (``CI`` set) an unreachable PostgreSQL fails the run instead.
 
 Every XML body the test client receives is validated against the official
@@ -10,12 +12,14 @@ UWS 1.1 schema, so no test can see an invalid document and pass.
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import ssl
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +40,24 @@ except ImportError:
 
 from uws import config as config_mod  # noqa: E402
 from uws.resources import uws_schema_path  # noqa: E402
+from uws.store.engine import create_schema, make_engine  # noqa: E402
 from uws.web.app import create_app, shutdown  # noqa: E402
+
+pytest_plugins = ("durations",)
 
 POSTGRES_URL = os.environ.get("UWS_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 IN_CI = bool(os.environ.get("CI"))
 
 _schema = etree.XMLSchema(etree.parse(str(uws_schema_path())))
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (setup.cfg): two test processes per core, since a test spends about
+    half its time waiting (on jobs, servers, subprocesses); PYTEST_XDIST_AUTO_NUM_WORKERS
+    decides instead when set."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    return int(chosen) if chosen else 2 * (os.cpu_count() or 1)
 
 
 def assert_valid_uws(body: bytes) -> etree._Element:
@@ -66,9 +81,10 @@ class ValidatingClient(FlaskClient):
         return response
 
 
+@functools.cache
 def _postgres_available() -> bool:
     try:
-        engine = sa.create_engine(POSTGRES_URL)
+        engine = sa.create_engine(POSTGRES_URL, poolclass=sa.pool.NullPool)
         with engine.connect():
             pass
         engine.dispose()
@@ -77,31 +93,91 @@ def _postgres_available() -> bool:
         return False
 
 
-def database_url(backend: str, tmp_path) -> str:
-    """A database of one's own: a SQLite file, or a fresh PostgreSQL schema
-    (so concurrent test runs sharing the server never see each other)."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'uws.sqlite3'}"
+def _need_postgres() -> None:
     if not _postgres_available():
         if IN_CI:
             pytest.fail(f"PostgreSQL is required under CI but {POSTGRES_URL} is unreachable")
         pytest.skip("PostgreSQL not reachable (set UWS_TEST_POSTGRES_URL)")
+
+
+def database_url(backend: str, tmp_path) -> str:
+    """An empty database of one's own: a SQLite file, or a fresh PostgreSQL schema
+    (so concurrent test runs sharing the server never see each other)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'uws.sqlite3'}"
+    _need_postgres()
     schema = f"uws_test_{uuid.uuid4().hex[:12]}"
     _admin(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in POSTGRES_URL else "?"
     return f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
 
 
+@functools.cache
+def _admin_engine() -> sa.Engine:
+    # one per test process: CREATE and DROP DATABASE run outside a transaction
+    return sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", pool_size=1)
+
+
 def _admin(sql: str) -> None:
-    engine = sa.create_engine(POSTGRES_URL)
-    with engine.begin() as conn:
+    with _admin_engine().connect() as conn:
         conn.execute(sa.text(sql))
-    engine.dispose()
+
+
+def _postgres_database(name: str) -> str:
+    return sa.engine.make_url(POSTGRES_URL).set(database=name).render_as_string(
+        hide_password=False)
 
 
 def drop_database(url: str) -> None:
     if "search_path%3D" in url:
         _admin(f"DROP SCHEMA IF EXISTS {url.rsplit('%3D', 1)[1]} CASCADE")
+    elif url.startswith("postgresql") and sa.engine.make_url(url).database.startswith(COPY):
+        _admin(f'DROP DATABASE IF EXISTS "{sa.engine.make_url(url).database}" WITH (FORCE)')
+
+
+#: the prefix of the PostgreSQL databases copied, one per test, from the migrated template
+COPY = "uws_copy_"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """A SQLite database migrated to the newest revision, once per test process."""
+    path = tmp_path_factory.mktemp("template") / "uws.sqlite3"
+    engine = make_engine(f"sqlite:///{path}", pool_size=1)
+    create_schema(engine)
+    engine.dispose()        # the last connection's close folds the WAL into the file
+    assert not path.with_name(path.name + "-wal").exists()
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A PostgreSQL database migrated to the newest revision, once per test process."""
+    _need_postgres()
+    name = f"uws_template_{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE DATABASE "{name}"')
+    engine = make_engine(_postgres_database(name), pool_size=1)
+    create_schema(engine)
+    engine.dispose()        # CREATE DATABASE ... TEMPLATE needs it unused
+    yield name
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrated_database(backend: str, tmp_path: Path, request) -> str:
+    """A database of one's own already at the newest revision: a copy of the test
+    process's template (a file copy, or CREATE DATABASE ... TEMPLATE), milliseconds
+    where migrating each one took 0.1-0.3 s."""
+    if backend == "sqlite":
+        target = tmp_path / "uws.sqlite3"
+        data = request.getfixturevalue("sqlite_template").read_bytes()
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # as the server makes it
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return f"sqlite:///{target}"
+    template = request.getfixturevalue("postgres_template")
+    name = f"{COPY}{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return _postgres_database(name)
 
 
 @pytest.fixture(autouse=True)
@@ -111,13 +187,63 @@ def _away_from_the_checkout(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request):
-    return request.param
+def pytest_generate_tests(metafunc):
+    """``backend``: both databases, or those of the module's ``BACKENDS`` (see
+    tests/README.rst for which modules keep one); a test's own parametrize wins."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    if any("backend" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
+        return
+    metafunc.parametrize("backend", getattr(metafunc.module, "BACKENDS", BACKENDS))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``UWS_TEST_BACKENDS=sqlite``: a test that runs on that database runs only there;
+    one that runs on another alone (LISTEN/NOTIFY) still runs.  The cases left out are
+    deselected, not skipped: .ci/run's second Python runs each test once this way (see
+    tests/README.rst)."""
+    chosen = os.environ.get("UWS_TEST_BACKENDS")
+    if not chosen:
+        return
+    keep = set(chosen.split(","))
+    if not keep <= set(BACKENDS):
+        raise pytest.UsageError(f"UWS_TEST_BACKENDS={chosen}: not among {', '.join(BACKENDS)}")
+    has_chosen = {_case(item) for item in items if _backend_of(item) in keep}
+    dropped = [item for item in items if _backend_of(item) not in keep | {None}
+               and _case(item) in has_chosen]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        left = set(dropped)
+        items[:] = [item for item in items if item not in left]
+
+
+def _backend_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("backend") if callspec is not None else None
+
+
+def _case(item) -> tuple:
+    """A test with its parameters but the database."""
+    callspec = getattr(item, "callspec", None)
+    params = {k: v for k, v in callspec.params.items() if k != "backend"} if callspec else {}
+    return item.nodeid.split("[", 1)[0], repr(sorted(params.items(), key=str))
+
+
+#: the databases every test of the store's behaviour runs on
+BACKENDS = ("sqlite", "postgresql")
 
 
 @pytest.fixture
-def db_url(backend, tmp_path):
+def db_url(backend, tmp_path, request):
+    """The test's database, at the newest revision (an empty one: ``empty_db_url``)."""
+    url = migrated_database(backend, tmp_path, request)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+def empty_db_url(backend, tmp_path):
+    """An empty database of the test's own, for what migrations make of one."""
     url = database_url(backend, tmp_path)
     yield url
     drop_database(url)
@@ -126,8 +252,9 @@ def db_url(backend, tmp_path):
 def make_config(tmp_path, db_url, services: dict | None = None, **overrides) -> config_mod.Config:
     """A test configuration; ``services`` is shaped like the TOML ``[services]`` table
     (the demo services when omitted)."""
+    # the fork server starts at the first job: most tests run none
     settings = dict(data_dir=tmp_path / "data", database_url=db_url, slots=2,
-                    threads=64, wait_max=10)
+                    threads=64, wait_max=10, fork_server_at_start=False)
     settings.update(overrides)
     return config_mod.from_dict({"services": services or {}}, env={}, **settings)
 
@@ -188,6 +315,8 @@ class LiveServer:
 
     def __exit__(self, *exc):
         import waitress.wasyncore
+        # blocked WAITs (a browser page's long poll) answer now, freeing their threads
+        self.app.extensions["uws"].watch.stop()
         self._stop.set()
         self.thread.join(timeout=5)
         self.server.task_dispatcher.shutdown(timeout=5)

@@ -12,10 +12,8 @@ from test_browser import _context, browser  # noqa: F401  (fixtures)
 FINAL = ("completed", "failed", "partially failed", "aborted")
 
 
-@pytest.fixture
-def backend():
-    """One database is enough here: tests/test_batches.py covers both."""
-    return "sqlite"
+#: one database is enough here: tests/test_batches.py covers both
+BACKENDS = ("sqlite",)
 
 
 @pytest.fixture

@@ -51,10 +51,8 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def backend():
-    """One database is enough here: the protocol tests cover both."""
-    return "sqlite"
+#: one database is enough here: the protocol tests cover both
+BACKENDS = ("sqlite",)
 
 
 @pytest.fixture

@@ -12,10 +12,8 @@ from conftest import make_config
 from test_browser import _context, browser, create_sleep, phase_is, shot  # noqa: F401
 from test_holds import FAST_HASH, USERS, basic
 
-
-@pytest.fixture
-def backend():
-    return "sqlite"
+#: one database is enough here: tests/test_holds.py covers both
+BACKENDS = ("sqlite",)
 
 
 @pytest.fixture

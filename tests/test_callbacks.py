@@ -28,7 +28,7 @@ from uws.timeutil import now
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
-from uwshelp import ByteServer, job_id, job_xml
+from uwshelp import POLL_S, ByteServer, holds_throughout, job_id, job_xml
 
 SECRET = "s3cret"
 CB = {"cb": "urn:ivoa-uws-server:callback"}
@@ -70,7 +70,7 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(POLL_S,), daemon=True).start()
 
     def close(self):
         self.hold.set()
@@ -200,8 +200,8 @@ def test_receiver_that_always_fails_ends_failed_within_the_retry_time(client):
         assert "503" in el.text
         assert time.monotonic() - started < 10
         count = len(receiver.requests)
-        time.sleep(0.5)     # a failed delivery is not attempted again
-        assert len(receiver.requests) == count
+        holds_throughout(lambda: len(receiver.requests) == count, 0.5,
+                         "a delivery still being retried is tried every 0.05 s here")
     finally:
         receiver.close()
 
@@ -433,7 +433,8 @@ def test_two_stores_on_one_database_deliver_each_row_once(tmp_path, db_url, rece
         for i, job in enumerate(jobs):     # each ends while both look for due rows
             assert stores[i % 2].mark_aborted(job)
         assert until(lambda: len(receiver.requests) >= len(jobs))
-        time.sleep(0.3)     # any second delivery would have arrived by now
+        holds_throughout(lambda: len(receiver.requests) == len(jobs), 0.3,
+                         "both deliverers look for due rows every 0.02 s")
         delivered = sorted(d["jobId"] for d in receiver.bodies())
         assert delivered == sorted(jobs)
     finally:

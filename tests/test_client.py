@@ -24,6 +24,10 @@ from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, make_config
 
+#: one database is enough here (the client; the protocol tests cover both databases;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 FINAL_TIMEOUT = 30
 
 

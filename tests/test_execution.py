@@ -19,6 +19,10 @@ from uws.web.app import create_app, shutdown
 from conftest import make_config
 from uwshelp import HREF, NS, gone, path_of, phase, settle, wait_for
 
+#: one database is enough here (job processes; the store's side of runs is in test_attempt_fence.py
+#: and test_retries.py; tests/README.rst)
+BACKENDS = ("sqlite",)
+
 PY = sys.executable
 # A command runner that reports progress and a first result, then sleeps.
 PARTIAL = ("import os,time\n"
@@ -408,7 +412,7 @@ def test_a_job_whose_directory_vanishes_while_starting_is_not_an_executor_failur
     monkeypatch.setattr(api.executor.processes, "launch", launch_fails)
     job_id = start(client, "sleep", DURATION="30").rsplit("/", 1)[1]
     wait_for(lambda: client.get(f"/sleep/{job_id}").status_code == 404, timeout=5)
-    time.sleep(0.3)     # the worker thread finishes its turn
+    api.executor.stop()     # joins its worker threads: every turn has ended
     assert "executor failure" not in caplog.text
     assert not (config.data_dir / "jobs" / job_id[:2] / job_id).exists()
 

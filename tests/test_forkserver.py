@@ -13,6 +13,10 @@ import pytest
 from conftest import make_config
 from uwshelp import gone, phase, settle, wait_for
 
+#: one database is enough here (job processes; the store's side of runs is in test_attempt_fence.py;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 RUNNERS = '''
 import ctypes, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -104,7 +108,8 @@ def modules(tmp_path, monkeypatch):
 
 @pytest.fixture
 def config(tmp_path, db_url, modules):
-    return make_config(tmp_path, db_url, services=SERVICES)
+    # started with the executor, as by default: these tests watch it from the start
+    return make_config(tmp_path, db_url, services=SERVICES, fork_server_at_start=True)
 
 
 def run(client, service, **params) -> str:

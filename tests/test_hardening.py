@@ -14,6 +14,10 @@ import sqlalchemy as sa
 from conftest import free_port, make_config
 from uwshelp import UWS_COMMAND, wait_for
 
+#: one database is enough here (HTTP handling; the store's side is in the protocol tests;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 
 def test_a_cross_site_form_post_is_refused(client):
     r = client.post("/sleep", data={"DURATION": "0"}, headers={"Origin": "https://evil.example"})

@@ -266,11 +266,16 @@ def test_a_held_job_may_be_aborted_and_deleted(idle):
 
 
 def test_a_held_job_runs_to_completion_once_released(make_app):
-    application = make_app()
+    application = make_app({"s": SLEEP, "other": SLEEP})
     client = application.test_client()
     post_holds(client, ACTION="HOLD")
     path = new_job(client, "alice", run=True)
-    time.sleep(0.3)     # a claim would have had its chance: the job must still wait
+    # a job of a service not held, queued after it, runs: the executor has looked for
+    # work since, and the held job must still wait
+    r = client.post("/other", data={"DURATION": "0", "PHASE": "RUN"}, headers=basic("alice"))
+    assert r.status_code == 303
+    other = r.headers["Location"].replace("http://localhost", "")
+    wait_for(lambda: phase(client, other, "alice") == "COMPLETED", timeout=30)
     assert phase(client, path, "alice") == "HELD"
     post_holds(client, ACTION="RELEASE")
     wait_for(lambda: phase(client, path, "alice") == "COMPLETED", timeout=30)

@@ -13,6 +13,10 @@ from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
 
+#: one database is enough here (the pages' rendering; the store's side is in the protocol tests;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 HTML = {"Accept": "text/html"}
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 TYPED = {"typed": {

@@ -15,6 +15,10 @@ from uws.jobs import ANONYMOUS, Caller, Control
 from uws.phases import Phase
 from uws.store import running
 
+#: one database is enough here (job processes; the store's claims are in test_store_races.py;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 ALICE, BOB = Caller("alice"), Caller("bob")
 
 

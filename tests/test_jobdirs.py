@@ -19,6 +19,9 @@ from uws.files import JobFiles
 
 from uwshelp import create, job_id, run_to_end
 
+#: one database is enough here (job directories; tests/README.rst)
+BACKENDS = ("sqlite",)
+
 JOB = "cd" * 16
 
 

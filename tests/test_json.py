@@ -17,6 +17,10 @@ from uws.web.app import create_app, shutdown
 from conftest import make_config
 from uwshelp import HREF, NIL, NS, create, job_id, job_xml, path_of, run_to_end
 
+#: one database is enough here (rendering; the same records are read on both databases by the
+#: protocol tests; tests/README.rst)
+BACKENDS = ("sqlite",)
+
 JSON = {"Accept": "application/json"}
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 PYVO = {"Accept": "*/*", "User-Agent": "python-pyvo/1.5"}

@@ -38,6 +38,13 @@ UNKNOWN = "ffffffffffff"
 NOW = dt.datetime(2024, 5, 1, 12, 0, 0)
 
 
+@pytest.fixture
+def db_url(empty_db_url):
+    """Every test here starts from an empty database: what migrations make of one is
+    the point (conftest's own is migrated already)."""
+    return empty_db_url
+
+
 def head() -> str:
     return schema_mod.newest_revision()
 

@@ -18,6 +18,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from uws import timing
 from uws.phases import Phase
 from uws.store.notify import CHANNEL
 from uws.waiting import PhaseWatch
@@ -120,10 +121,8 @@ class Node:
         shutdown(self.app)
 
 
-@pytest.fixture
-def backend():
-    """PostgreSQL only (overrides conftest's sqlite/postgresql parameter)."""
-    return "postgresql"
+#: what is tested is PostgreSQL's LISTEN/NOTIFY
+BACKENDS = ("postgresql",)
 
 
 @pytest.fixture
@@ -299,7 +298,7 @@ def test_an_idle_wait_and_the_listener_send_no_query(nodes):
     assert backend_of(pid) == listening, "the listening connection sent something"
 
 
-def test_a_rolled_back_change_sends_no_notification(nodes):
+def test_a_rolled_back_change_sends_no_notification(nodes, db_url):
     a = nodes[0]
     jobs = []
     for _ in range(2):
@@ -308,7 +307,8 @@ def test_a_rolled_back_change_sends_no_notification(nodes):
                              timeout=HTTP_TIMEOUT).status_code == 303
         jobs.append(job)
     store = a.api.store
-    with psycopg.connect(POSTGRES_URL.replace("+psycopg", ""), autocommit=True) as conn:
+    # notifications are the database's: listen on the nodes' own
+    with psycopg.connect(db_url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute(f"LISTEN {CHANNEL}")
 
         def heard(seconds: float) -> set[str]:
@@ -343,7 +343,9 @@ def test_wait_wakes_after_the_listener_connection_is_killed(nodes, caplog):
     with Statements(a.api.store.engine) as sent:
         waiter = a.park(url)
         parked = time.monotonic()
-        time.sleep(0.3)
+        # a window of six poll intervals (timing.WAIT_POLL) in which a poller still
+        # at work would have read the phases
+        time.sleep(6 * timing.WAIT_POLL)
         before, committed = abort_elsewhere(b, job)
         waiter.join(timeout=15)
         assert waiter.phase() == "ABORTED"

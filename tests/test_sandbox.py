@@ -19,6 +19,10 @@ from uws.web.app import create_app, shutdown
 from conftest import IN_CI, ValidatingClient, free_port, make_config
 from uwshelp import NS, gone, phase, settle, wait_for
 
+#: one database is enough here (job processes; the store's side of runs is in test_attempt_fence.py;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 PY = sys.executable
 ARGV = "import sys, json; open('argv.json','w').write(json.dumps(sys.argv[1:]))"
 # Starts `setsid env -i sleep 60` (no UWS_JOB_ID, a session of its own), notes its pid.

@@ -17,10 +17,8 @@ from test_browser import _context, browser, server, shot  # noqa: F401  (fixture
 USERS = {"alice": "wonderland", "root": "toor"}
 
 
-@pytest.fixture
-def backend():
-    """One database is enough here: test_stats covers both."""
-    return "sqlite"
+#: one database is enough here: tests/test_stats.py covers both
+BACKENDS = ("sqlite",)
 
 
 @pytest.fixture

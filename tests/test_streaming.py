@@ -8,6 +8,10 @@ import tracemalloc
 
 from uwshelp import assert_303_to_job, path_of
 
+#: one database is enough here (sending files; the store's side is in the protocol tests;
+#: tests/README.rst)
+BACKENDS = ("sqlite",)
+
 SIZE = 24 * 1024 * 1024         # far above any buffer the server should hold
 BOUND = 6 * 1024 * 1024         # what the application may allocate meanwhile
 PIECE = 64 * 1024

@@ -16,6 +16,9 @@ from uws.web.app import create_app, shutdown
 
 from conftest import make_config
 
+#: one database is enough here (documents that read no job; tests/README.rst)
+BACKENDS = ("sqlite",)
+
 AVAILABILITY = "http://www.ivoa.net/xml/VOSIAvailability/v1.0"
 CAPABILITIES = "http://www.ivoa.net/xml/VOSICapabilities/v1.0"
 VODATASERVICE = "http://www.ivoa.net/xml/VODataService/v1.1"

@@ -20,6 +20,9 @@ NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
 ACTIVE = ("PENDING", "QUEUED", "EXECUTING")
 #: The installed ``uws`` command, as users run it (beside this interpreter).
 UWS_COMMAND = str(Path(sys.executable).with_name("uws"))
+#: how often a test's own HTTP server looks for its shutdown (the standard library's
+#: 0.5 s made each test stopping one wait that long)
+POLL_S = 0.02
 
 
 def runner_module(tmp_path: Path, monkeypatch, name: str, source: str) -> None:
@@ -103,6 +106,17 @@ def wait_for(predicate, timeout=10.0, step=0.02):
             return time.monotonic()
         time.sleep(step)
     pytest.fail("condition not reached in time")
+
+
+def holds_throughout(predicate, seconds: float, why: str, step=0.02) -> None:
+    """Fail as soon as ``predicate()`` stops holding within ``seconds``: a bounded look
+    for something that must not happen, where no event would show it.  ``why`` says
+    why that long would have been enough to see it."""
+    assert why, "say why the bound is enough"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert predicate(), f"it happened within {seconds} s ({why})"
+        time.sleep(step)
 
 
 def settle(client, path, timeout=15):
