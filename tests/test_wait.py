@@ -93,6 +93,11 @@ def watch_of(app):
 
 # -- returning at once ----------------------------------------------------------------
 
+#: "at once": well under the shortest WAIT asked below (5 s), which a request that
+#: blocked would last, and far enough above a request's time for a loaded machine
+AT_ONCE = 2.5
+
+
 @pytest.mark.parametrize("phase", ["ABORTED", "COMPLETED", "ERROR"])
 def test_wait_on_finished_job_returns_at_once(client, phase):
     path = create(client, DURATION="0", FAIL="true" if phase == "ERROR" else "false")
@@ -100,7 +105,7 @@ def test_wait_on_finished_job_returns_at_once(client, phase):
     r, elapsed = timed_get(client, f"{path}?WAIT=30")
     assert r.status_code == 200
     assert phase_of(r.data) == phase
-    assert elapsed < 1.0, f"WAIT on a {phase} job blocked {elapsed:.2f} s"
+    assert elapsed < AT_ONCE, f"WAIT on a {phase} job blocked {elapsed:.2f} s"
 
 
 def test_wait_minus_one_on_finished_job_returns_at_once(client):
@@ -108,14 +113,14 @@ def test_wait_minus_one_on_finished_job_returns_at_once(client):
     drive_to(client, path, "ABORTED")
     r, elapsed = timed_get(client, f"{path}?WAIT=-1")
     assert r.status_code == 200 and phase_of(r.data) == "ABORTED"
-    assert elapsed < 1.0
+    assert elapsed < AT_ONCE
 
 
 def test_wait_zero_on_pending_job_returns_at_once(client):
     path = create(client, DURATION="5")
     r, elapsed = timed_get(client, f"{path}?WAIT=0")
     assert r.status_code == 200 and phase_of(r.data) == "PENDING"
-    assert elapsed < 0.5
+    assert elapsed < AT_ONCE
 
 
 def test_wait_on_held_job_returns_at_once(client, api):
@@ -124,7 +129,7 @@ def test_wait_on_held_job_returns_at_once(client, api):
     assert api.store.mark_held(path.rsplit("/", 1)[-1])
     r, elapsed = timed_get(client, f"{path}?WAIT=30")
     assert r.status_code == 200 and phase_of(r.data) == "HELD"
-    assert elapsed < 1.0, f"WAIT on a HELD job blocked {elapsed:.2f} s"
+    assert elapsed < AT_ONCE, f"WAIT on a HELD job blocked {elapsed:.2f} s"
 
 
 def test_wait_on_suspended_job_returns_at_once(client, api):
@@ -137,7 +142,7 @@ def test_wait_on_suspended_job_returns_at_once(client, api):
         assert api.store.mark_suspended(job_id)
         r, elapsed = timed_get(client, f"{path}?WAIT=30")
         assert r.status_code == 200 and phase_of(r.data) == "SUSPENDED"
-        assert elapsed < 1.0, f"WAIT on a SUSPENDED job blocked {elapsed:.2f} s"
+        assert elapsed < AT_ONCE, f"WAIT on a SUSPENDED job blocked {elapsed:.2f} s"
     finally:
         client.post(f"{path}/phase", data={"PHASE": "ABORT"})
 
@@ -148,7 +153,7 @@ def test_wait_with_phase_other_than_current_returns_at_once(client, other):
     r, elapsed = timed_get(client, f"{path}?WAIT=30&PHASE={other}")
     assert r.status_code == 200
     assert phase_of(r.data) == "PENDING"
-    assert elapsed < 1.0, f"WAIT with PHASE={other} on a PENDING job blocked {elapsed:.2f} s"
+    assert elapsed < AT_ONCE, f"WAIT with PHASE={other} on a PENDING job blocked {elapsed:.2f} s"
 
 
 def test_wait_on_job_list_is_ignored(client):
@@ -156,20 +161,20 @@ def test_wait_on_job_list_is_ignored(client):
     create(client, DURATION="5")
     r, elapsed = timed_get(client, "/sleep?WAIT=5")
     assert r.status_code == 200
-    assert elapsed < 1.0
+    assert elapsed < AT_ONCE
 
 
 def test_wait_on_phase_resource_is_ignored(client):
     path = create(client, DURATION="5")
     r, elapsed = timed_get(client, f"{path}/phase?WAIT=5")
     assert r.status_code == 200 and r.get_data(as_text=True).strip() == "PENDING"
-    assert elapsed < 1.0
+    assert elapsed < AT_ONCE
 
 
 def test_wait_on_unknown_job_is_404_at_once(client):
     r, elapsed = timed_get(client, "/sleep/0123456789abcdef0123456789abcdef?WAIT=5")
     assert r.status_code == 404
-    assert elapsed < 1.0
+    assert elapsed < AT_ONCE
 
 
 # -- blocking --------------------------------------------------------------------------
