@@ -68,7 +68,8 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
         self._notifies = self.engine.dialect.name == "postgresql"
         create_schema(self.engine)
         self.readers = Readers(self.engine)
-        self._reads = {name: direct.DirectRead(self.engine, stmt) for name, stmt in
+        self._reads = {name: direct.shared_read(self.engine, ("store", name), stmt)
+                       for name, stmt in
                        (("any", _GET_ANY), ("owned", _GET_OWNED),
                         ("phase", _PHASE_ANY), ("owned phase", _PHASE_OWNED),
                         ("callback", callbacks.OUTCOME), ("bytes", _BYTES_OF),

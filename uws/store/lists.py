@@ -38,8 +38,8 @@ class ListQueries:
                 return conn.execute(_list_statement(*shape), params).all()
         read = self._list_reads.get(shape)
         if read is None:
-            read = self._list_reads[shape] = direct.DirectRead(self.engine,
-                                                                _list_statement(*shape))
+            read = self._list_reads[shape] = direct.shared_read(
+                self.engine, ("list", shape), lambda: _list_statement(*shape))
         with self.readers.cursor() as cur:
             return read.rows(cur, params)
 
@@ -73,8 +73,8 @@ class ListQueries:
         key = ("total", owner is not None)
         read = self._list_reads.get(key)
         if read is None:
-            read = self._list_reads[key] = direct.DirectRead(
-                self.engine, counts.shown_total(owner is not None))
+            read = self._list_reads[key] = direct.shared_read(
+                self.engine, key, lambda: counts.shown_total(owner is not None))
         with self.readers.cursor() as cur:
             # int(): PostgreSQL sums a BIGINT as NUMERIC
             return int(read.rows(cur, {"service": service, "owner": owner})[0][0])

@@ -195,8 +195,9 @@ class RunningQueries(StorePart):
             return []
         read = self._claim_reads.get(len(services))
         if read is None:
-            read = self._claim_reads[len(services)] = direct.DirectRead(
-                self.engine, _queued_owners(len(services)))
+            read = self._claim_reads[len(services)] = direct.shared_read(
+                self.engine, ("queued owners", len(services)),
+                lambda: _queued_owners(len(services)))
         params: dict = {f"service_{i}": name for i, name in enumerate(services)}
         params["now"] = timeutil.now()
         with self.readers.cursor() as cur:
@@ -371,7 +372,8 @@ class RunningQueries(StorePart):
     def service_of(self, job_id: str) -> str | None:
         read = self._reads.get("service")
         if read is None:    # read directly: the executor asks twice per job
-            read = self._reads["service"] = direct.DirectRead(self.engine, _SERVICE_OF)
+            read = self._reads["service"] = direct.shared_read(self.engine, "service of",
+                                                               _SERVICE_OF)
         with self.readers.cursor() as cur:
             rows = read.rows(cur, {"_id": job_id})
         return rows[0][0] if rows else None
