@@ -19,6 +19,21 @@ SLOWEST = 20
 MARK = "over_a_minute"
 
 
+#: Modules whose tests last longest (servers and workers as processes, a browser,
+#: hypothesis), run first after those marked MARK, so that the parallel run does not
+#: end waiting on one of them: pytest-xdist's "load" hands the first tests out in
+#: turn, the rest to whichever process is free.  Only the order changes.
+FIRST = ("test_distributed", "test_recovery", "test_properties", "test_batch_browser",
+         "test_browser_holds", "test_browser", "test_connections", "test_xml_documents",
+         "test_migrations", "test_packaging", "test_hardening")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: (MARK not in item.keywords,
+                                 rank.get(getattr(item.module, "__name__", ""), len(FIRST))))
+
+
 def _cpu() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
