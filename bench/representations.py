@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from uws import config as config_mod
+from uws.domain.model import JobRef
+from uws.domain.phases import Phase
 from uws.jobs import Control
-from uws.model import JobRef
-from uws.phases import Phase
 from uws.render import json as jsonr
 from uws.render import xml as xmlr
 from uws.web.app import create_app, shutdown

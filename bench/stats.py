@@ -93,7 +93,8 @@ def run(backend: str, url: str, scratch: Path, jobs: int, owners: int, requests:
 
 
 def seed_histograms(store, owners: list[str]) -> None:
-    from uws import stats, timeutil
+    from uws import stats
+    from uws.domain import timeutil
     from uws.store.stats import StatsStore
     now = timeutil.now()
     rows = []
@@ -142,7 +143,7 @@ def timed(client, route: str, who: str, requests: int) -> list[float]:
 
 
 def one_job(app, owner: str) -> str:
-    from uws.model import ListQuery
+    from uws.domain.model import ListQuery
     refs = app.extensions["uws"].store.list_jobs("sleep", owner, ListQuery(limit=1))
     return refs[0].id
 

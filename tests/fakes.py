@@ -7,12 +7,11 @@ import dataclasses
 import threading
 from collections import Counter
 
-from uws import phases, timeutil
-from uws.callbacks import Delivery
-from uws.errors import OverQuota
-from uws.model import JobRef, ListQuery
-from uws.phases import Event, Phase
-from uws.services import Quota
+from uws.domain import phases, timeutil
+from uws.domain.errors import OverQuota
+from uws.domain.model import Delivery, JobRef, ListQuery
+from uws.domain.phases import Event, Phase
+from uws.domain.services import Quota
 
 
 class MemoryStore:

@@ -19,12 +19,12 @@ import pytest
 from lxml import etree
 
 from uws import callbacks, delivery
-from uws.model import Job
-from uws.phases import Phase
+from uws.domain.model import Job
+from uws.domain.phases import Phase
+from uws.domain.timeutil import now
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.store import Store
-from uws.timeutil import now
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -462,7 +462,7 @@ def test_deleting_a_job_drops_its_deliveries(tmp_path, db_url, receiver):
 
 
 def _new_id() -> str:
-    from uws.model import new_job_id
+    from uws.domain.model import new_job_id
     return new_job_id()
 
 

@@ -19,10 +19,10 @@ import pytest
 import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 
-from uws import timeutil
+from uws.domain import timeutil
+from uws.domain.model import ErrorSummary, Job, ListQuery, Result, new_job_id
+from uws.domain.phases import Phase
 from uws.execution import NullExecutor
-from uws.model import ErrorSummary, Job, ListQuery, Result, new_job_id
-from uws.phases import Phase
 from uws.store import Store
 from uws.store.tables import job as J
 from uws.store.tables import job_bytes

@@ -11,9 +11,9 @@ import pytest
 from lxml import etree
 from werkzeug.datastructures import MultiDict
 
-from uws import timeutil, timing
+from uws.domain import timeutil, timing
+from uws.domain.model import Claim
 from uws.execution.strays import job_pids
-from uws.model import Claim
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config

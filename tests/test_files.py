@@ -7,7 +7,7 @@ import os
 import pytest
 
 from uws import files as files_mod
-from uws.errors import NotFound
+from uws.domain.errors import NotFound
 from uws.files import JobFiles
 
 JOB = "ab" * 16

@@ -10,9 +10,10 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from uws import timeutil
-from uws.jobs import ANONYMOUS, Caller, Control
-from uws.phases import Phase
+from uws.domain import timeutil
+from uws.domain.model import ANONYMOUS, Caller
+from uws.domain.phases import Phase
+from uws.jobs import Control
 from uws.store import running
 
 #: one database is enough here (job processes; the store's claims are in test_store_races.py;

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from uws.errors import NotFound
+from uws.domain.errors import NotFound
 from uws.execution import jobdirs
 from uws.execution.jobdirs import LOCK, LOGS, SPARE, JobDirs, _lock
 from uws.files import JobFiles

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-DOMAIN_AND_USE_CASES = ["uws.phases", "uws.model", "uws.errors", "uws.services", "uws.parameters",
+DOMAIN_AND_USE_CASES = ["uws.domain.phases", "uws.domain.model", "uws.domain.errors",
+                        "uws.domain.services", "uws.domain.parameters",
                         "uws.holds",
-                        "uws.timeutil", "uws.estimates", "uws.jobs", "uws.sweeps",
-                        "uws.waiting", "uws.ports", "uws.batchmodel", "uws.batches",
+                        "uws.domain.timeutil", "uws.domain.estimates", "uws.jobs", "uws.sweeps",
+                        "uws.waiting", "uws.ports", "uws.domain.batchmodel", "uws.batches",
                         "uws.creating"]
 
 

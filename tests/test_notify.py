@@ -18,8 +18,8 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from uws import timing
-from uws.phases import Phase
+from uws.domain import timing
+from uws.domain.phases import Phase
 from uws.store.notify import CHANNEL
 from uws.waiting import PhaseWatch
 from uws.web.app import create_app, shutdown

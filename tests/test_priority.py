@@ -11,7 +11,7 @@ from werkzeug.security import generate_password_hash
 
 from uws.auth import AuthConfig
 from uws.config import ConfigError
-from uws.queueing import ADMIN_PRIORITY_LIMIT
+from uws.domain.queueing import ADMIN_PRIORITY_LIMIT
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, make_config

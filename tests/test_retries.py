@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from uws import timeutil
 from uws.config import ConfigError
-from uws.phases import Phase
-from uws.queueing import backoff_seconds
+from uws.domain import timeutil
+from uws.domain.phases import Phase
+from uws.domain.queueing import backoff_seconds
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 

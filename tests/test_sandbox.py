@@ -287,7 +287,7 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
     import datetime as dt
     import subprocess
 
-    from uws import timeutil
+    from uws.domain import timeutil
     from uws.store.tables import job as J
     from uws.sweeps import Sweeps
     if api.executor.processes.cgroups is None:

@@ -12,10 +12,11 @@ from lxml import etree, html
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.security import generate_password_hash
 
-from uws import stats, timeutil
+from uws import stats
 from uws.auth import AuthConfig
-from uws.model import Job, new_job_id
-from uws.phases import Phase
+from uws.domain import timeutil
+from uws.domain.model import Job, new_job_id
+from uws.domain.phases import Phase
 from uws.resources import schemas_dir
 
 from conftest import make_config

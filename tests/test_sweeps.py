@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
+from uws.domain.phases import Phase
 from uws.execution import NullExecutor
-from uws.phases import Phase
 from uws.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 

@@ -8,12 +8,12 @@ import io
 import pytest
 
 from uws import config as config_mod
-from uws import queueing
-from uws.errors import BadRequest, Forbidden, NotFound
+from uws.domain import queueing
+from uws.domain.errors import BadRequest, Forbidden, NotFound
+from uws.domain.model import Caller, ListQuery
+from uws.domain.phases import Phase
 from uws.files import JobFiles
-from uws.jobs import Caller, Control, Jobs
-from uws.model import ListQuery
-from uws.phases import Phase
+from uws.jobs import Control, Jobs
 
 from fakes import MemoryStore, NoWait, RecordingExecutor
 

@@ -459,7 +459,7 @@ def test_hundreds_of_waiters_do_not_block_other_requests(big_server):
 
 
 def test_a_failing_phase_read_is_logged_once_a_minute_and_waiters_keep_waiting(caplog):
-    from uws.phases import Phase
+    from uws.domain.phases import Phase
     from uws.waiting import PhaseWatch
     calls = []
 

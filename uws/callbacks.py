@@ -15,7 +15,6 @@ No Flask and no SQL here.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import hmac
 import ipaddress
@@ -25,8 +24,6 @@ from urllib.parse import urlsplit
 from .execution.fetch import listed, public, resolve
 
 MAX_URL_LENGTH = 2048
-#: Delivery states: waiting for the subject to end, then pending until delivered or failed.
-WAITING, PENDING, DELIVERED, FAILED = "waiting", "pending", "delivered", "failed"
 MAX_DELAY = 3600.0      # between two attempts, whatever the backoff says
 
 
@@ -41,17 +38,6 @@ class Target:
     host: str
     port: int
     addresses: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Delivery:
-    """What became of a job's callback, shown in its ``jobInfo``."""
-    url: str
-    state: str = WAITING
-    attempts: int = 0
-    status: int | None = None           # the receiver's last HTTP status
-    error: str | None = None            # why the last attempt failed
-    delivered: dt.datetime | None = None
 
 
 def check_url(url: str, hosts: tuple[str, ...]) -> str:

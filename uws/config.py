@@ -21,8 +21,8 @@ from pathlib import Path
 
 from . import hosts, shapes
 from .auth import AuthConfig
-from .parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
-from .services import Service
+from .domain.parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
+from .domain.services import Service
 
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")

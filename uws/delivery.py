@@ -24,7 +24,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import callbacks, timeutil
+from . import callbacks
+from .domain import timeutil
+from .domain.model import DELIVERED, FAILED
 from .pinned import PinnedConnection, request_target
 from .render import batch as render_batch
 from .render import json as render_json
@@ -154,7 +156,7 @@ class Deliverer:
             self._failed(row, worker, service, None, f"the request failed ({type(exc).__name__})")
             return
         if 200 <= status < 300:
-            self.store.finish_attempt(row.id, worker, state=callbacks.DELIVERED,
+            self.store.finish_attempt(row.id, worker, state=DELIVERED,
                                       last_status=status, last_error=None,
                                       delivered_time=timeutil.now())
         else:
@@ -172,7 +174,7 @@ class Deliverer:
                                   next_attempt=timeutil.add_seconds(timeutil.now(), delay))
 
     def _give_up(self, row, worker: str, status: int | None, error: str) -> None:
-        self.store.finish_attempt(row.id, worker, state=callbacks.FAILED,
+        self.store.finish_attempt(row.id, worker, state=FAILED,
                                   last_status=status, last_error=error)
 
 

@@ -22,8 +22,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from .errors import BadRequest, Forbidden, UWSError
-from .jobs import Caller
+from .domain.errors import BadRequest, Forbidden, UWSError
+from .domain.model import Caller, EventPage, JobEvent
 from .ports import ChangeSink, EventStore, Settings
 
 #: seconds between two comment lines on an idle stream (keeps proxies from closing it)
@@ -39,25 +39,6 @@ CHECK = 1.0
 #: events per page (polling) and per read (streams)
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
-
-
-@dataclasses.dataclass(frozen=True)
-class JobEvent:
-    seq: int                    # the event id, what Last-Event-ID and after= name
-    time: dt.datetime
-    service: str
-    owner: str                  # "" = anonymous
-    job_id: str
-    batch_id: str | None
-    old_phase: str | None       # None: the job was created
-    new_phase: str | None       # None: the job was deleted
-    progress: float | None
-
-
-@dataclasses.dataclass(frozen=True)
-class EventPage:
-    events: list[JobEvent]
-    pending: bool       # later events exist but wait for older transactions to end
 
 
 class TooManyStreams(UWSError):

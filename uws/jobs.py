@@ -6,28 +6,14 @@ import math
 import time
 from typing import NoReturn
 
-from . import creating, estimates, numbers, phases, queueing, timeutil
-from .errors import BadRequest, Forbidden, NotFound, OverQuota
-from .holds import held_text
-from .model import Job, ListQuery, is_job_id
-from .parameters import ParameterError, collect
-from .phases import Phase
+from . import creating
+from .domain import estimates, numbers, phases, queueing, timeutil
+from .domain.errors import BadRequest, Forbidden, NotFound, OverQuota
+from .domain.model import ANONYMOUS, Caller, Job, ListQuery, held_text, is_job_id
+from .domain.parameters import ParameterError
+from .domain.phases import Phase
+from .domain.services import Service, collect
 from .ports import Executor, Files, JobStore, Settings, Watch
-from .services import Service
-
-
-@dataclasses.dataclass(frozen=True)
-class Caller:
-    """Who is asking: an owner name ("" = anonymous) and whether they administer."""
-    owner: str = ""
-    admin: bool = False
-
-    @property
-    def scope(self) -> str | None:
-        return None if self.admin else self.owner
-
-
-ANONYMOUS = Caller()
 
 
 @dataclasses.dataclass

@@ -11,16 +11,23 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, Any, Protocol
 
-from .callbacks import Delivery
-from .holds import Hold
-from .model import Claim, ErrorSummary, Job, JobRef, LeaseState, ListQuery, Parameter, Result
-from .phases import Phase
-from .services import Quota, Service
-
-if TYPE_CHECKING:       # uws.events reads these ports itself
-    from .events import EventPage
+from .domain.model import (
+    Claim,
+    Delivery,
+    ErrorSummary,
+    EventPage,
+    Hold,
+    Job,
+    JobRef,
+    LeaseState,
+    ListQuery,
+    Parameter,
+    Result,
+)
+from .domain.phases import Phase
+from .domain.services import Quota, Service
 
 
 class JobStore(Protocol):

@@ -14,9 +14,9 @@ import socket
 from typing import TYPE_CHECKING, Protocol
 
 from . import stats as stats_mod
-from . import timeutil
+from .domain import timeutil
+from .domain.model import Claim, ErrorSummary
 from .execution import lost
-from .model import Claim, ErrorSummary
 from .ports import Executor, Files, RunStore, Settings
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ import signal
 import threading
 import time
 
-from .. import timeutil, timing
+from ..domain import timeutil, timing
 from ..ports import RunStore, Settings
 from .strays import kill_strays
 

@@ -17,8 +17,8 @@ import signal
 import subprocess
 import sys
 
-from .. import timing
-from ..model import Claim
+from ..domain import timing
+from ..domain.model import Claim
 from ..ports import Files, Settings
 from . import cgroups
 from .forkclient import ForkedJob, ForkServer, ForkServerDown

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ..model import ErrorSummary
+from ..domain.model import ErrorSummary
 from ..ports import Files, RunStore
 from . import lost
 from .forkclient import ForkedJob

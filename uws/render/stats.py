@@ -11,10 +11,10 @@ from typing import Any
 
 from lxml import etree
 
-from ..model import xml_text
-from ..phases import Phase
+from ..domain.model import xml_text
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
 from ..stats import Durations, Figures, Report
-from ..timeutil import format_time
 
 STATS_NS = "urn:ivoa-uws-server:stats:v1"
 SCHEMA = "uws-stats-v1.xsd"

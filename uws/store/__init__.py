@@ -1,5 +1,5 @@
 """Storage: the only package that speaks SQL."""
-from ..model import ListQuery  # where list filters were first defined
+from ..domain.model import ListQuery  # where list filters were first defined
 from .jobs import Store
 
 __all__ = ["ListQuery", "Store"]

@@ -24,9 +24,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .. import timeutil
-from ..holds import EVERYONE, QUOTA, STOPPED, Hold
-from ..phases import TERMINAL, Event, Phase, sources, target
+from ..domain import timeutil
+from ..domain.model import EVERYONE, QUOTA, STOPPED, Hold
+from ..domain.phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
 from .connections import reading, writing
 from .direct import DirectWrite, ReadIn, together

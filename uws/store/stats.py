@@ -21,8 +21,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .. import stats, timeutil
-from ..phases import Phase
+from .. import stats
+from ..domain import timeutil
+from ..domain.phases import Phase
 from . import counts
 from .changes import Change, ManyHook, chunks
 from .connections import reading, writing

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from .. import phases, timeutil
-from ..model import Claim, ErrorSummary, Result
-from ..phases import Event, Phase
+from ..domain import phases, timeutil
+from ..domain.model import Claim, ErrorSummary, Result
+from ..domain.phases import Event, Phase
 from . import counts, usage
 from .changes import Change, Times
 from .connections import reading, writing

@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException
 
 from .. import config as config_mod
 from ..delivery import Deliverer
-from ..errors import BadRequest, Forbidden, NotFound, UWSError
+from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
 from ..events import Bell, EventFeed, Sinks
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor

@@ -6,7 +6,7 @@ from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
 from ..batches import BatchControl, Batches
-from ..errors import BadRequest
+from ..domain.errors import BadRequest
 from ..render import batch as render
 from ..store.batches import BatchStore
 from . import pages

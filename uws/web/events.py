@@ -11,8 +11,8 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import MethodNotAllowed
 
 from .. import events as ev
-from .. import numbers
-from ..errors import BadRequest
+from ..domain import numbers
+from ..domain.errors import BadRequest
 from ..render import events as render
 from . import identity
 from .access import service_view

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask, request
 from werkzeug.exceptions import MethodNotAllowed
 
-from ..errors import BadRequest, UWSError
+from ..domain.errors import BadRequest, UWSError
 from ..holds import Holds
 from ..render import holds as render
 from . import identity, pages

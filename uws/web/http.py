@@ -6,7 +6,7 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
-from ..errors import BadRequest, UWSError
+from ..domain.errors import BadRequest, UWSError
 from .incoming import current
 from .negotiation import url_root
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from ..errors import BadRequest
+from ..domain.errors import BadRequest
 from ..jobs import Control
 from ..render import json as jsonr
 from ..render import xml as xmlr
