@@ -20,9 +20,9 @@ from pathlib import Path
 from uws import config as config_mod
 from uws.domain.model import JobRef
 from uws.domain.phases import Phase
-from uws.jobs import Control
 from uws.render import json as jsonr
 from uws.render import xml as xmlr
+from uws.usecases.jobs import Control
 from uws.web.app import create_app, shutdown
 
 JSON = {"Accept": "application/json"}

@@ -93,9 +93,9 @@ def run(backend: str, url: str, scratch: Path, jobs: int, owners: int, requests:
 
 
 def seed_histograms(store, owners: list[str]) -> None:
-    from uws import stats
     from uws.domain import timeutil
     from uws.store.stats import StatsStore
+    from uws.usecases import stats
     now = timeutil.now()
     rows = []
     for owner in owners:

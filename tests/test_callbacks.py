@@ -18,13 +18,14 @@ import types
 import pytest
 from lxml import etree
 
-from uws import callbacks, delivery
+from uws import delivery
 from uws.domain.model import Job
 from uws.domain.phases import Phase
 from uws.domain.timeutil import now
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.store import Store
+from uws.usecases import callbacks
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -388,7 +389,7 @@ def test_refused_callback_creates_no_job(client):
 
 def test_address_that_became_internal_is_not_delivered_to(monkeypatch):
     """DNS may change between naming and delivery: the addresses are checked again."""
-    monkeypatch.setattr("uws.execution.fetch.socket.getaddrinfo",
+    monkeypatch.setattr("uws.usecases.addresses.socket.getaddrinfo",
                         lambda *a, **k: [(2, 1, 6, "", ("10.0.0.7", 443))])
     with pytest.raises(callbacks.CallbackError):
         callbacks.target("https://hooks.example.org/x", ("*.example.org",))

@@ -27,7 +27,7 @@ from uws.store import Store
 from uws.store.tables import job as J
 from uws.store.tables import job_bytes
 from uws.store.tables import job_count as C
-from uws.sweeps import Sweeps
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from uws.domain import timeutil
 from uws.domain.model import ANONYMOUS, Caller
 from uws.domain.phases import Phase
-from uws.jobs import Control
 from uws.store import running
+from uws.usecases.jobs import Control
 
 #: one database is enough here (job processes; the store's claims are in test_store_races.py;
 #: tests/README.rst)

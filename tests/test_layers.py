@@ -9,10 +9,12 @@ import pytest
 
 DOMAIN_AND_USE_CASES = ["uws.domain.phases", "uws.domain.model", "uws.domain.errors",
                         "uws.domain.services", "uws.domain.parameters",
-                        "uws.holds",
-                        "uws.domain.timeutil", "uws.domain.estimates", "uws.jobs", "uws.sweeps",
-                        "uws.waiting", "uws.ports", "uws.domain.batchmodel", "uws.batches",
-                        "uws.creating"]
+                        "uws.usecases.holds",
+                        "uws.domain.timeutil", "uws.domain.estimates", "uws.usecases.jobs",
+                        "uws.usecases.sweeps",
+                        "uws.usecases.waiting", "uws.usecases.ports", "uws.domain.batchmodel",
+                        "uws.usecases.batches",
+                        "uws.usecases.creating"]
 
 
 @pytest.mark.parametrize("framework", ["sqlalchemy", "flask"])

@@ -11,7 +11,7 @@ import pytest
 from uws.domain.errors import Forbidden
 from uws.domain.model import Caller
 from uws.domain.phases import Phase
-from uws.jobs import Control
+from uws.usecases.jobs import Control
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

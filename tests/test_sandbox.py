@@ -289,7 +289,7 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
 
     from uws.domain import timeutil
     from uws.store.tables import job as J
-    from uws.sweeps import Sweeps
+    from uws.usecases.sweeps import Sweeps
     if api.executor.processes.cgroups is None:
         need_cgroups()
     r = client.post("/escape", data={"SECONDS": "60"})

@@ -12,12 +12,12 @@ from lxml import etree, html
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.security import generate_password_hash
 
-from uws import stats
 from uws.auth import AuthConfig
 from uws.domain import timeutil
 from uws.domain.model import Job, new_job_id
 from uws.domain.phases import Phase
 from uws.resources import schemas_dir
+from uws.usecases import stats
 
 from conftest import make_config
 
@@ -228,7 +228,7 @@ def test_the_counts_are_sampled_once_per_bucket_whichever_process_comes(client, 
 
 
 def test_the_statistics_sweep_samples_the_counts(client, app, api):
-    from uws.sweeps import Sweeps
+    from uws.usecases.sweeps import Sweeps
     pending_job(client, ALICE)
     store = app.extensions["uws_stats"].store
     Sweeps(config=api.config, store=api.store, files=api.files, executor=api.executor,

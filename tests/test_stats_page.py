@@ -10,7 +10,7 @@ from werkzeug.security import generate_password_hash
 from uws.auth import AuthConfig
 from uws.domain import timeutil
 from uws.domain.model import Caller
-from uws.jobs import Control
+from uws.usecases.jobs import Control
 
 from conftest import make_config
 from test_browser import _context, browser, server, shot  # noqa: F401  (fixtures)

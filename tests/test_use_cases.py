@@ -13,7 +13,7 @@ from uws.domain.errors import BadRequest, Forbidden, NotFound
 from uws.domain.model import Caller, ListQuery
 from uws.domain.phases import Phase
 from uws.files import JobFiles
-from uws.jobs import Control, Jobs
+from uws.usecases.jobs import Control, Jobs
 
 from fakes import MemoryStore, NoWait, RecordingExecutor
 

@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import callbacks
 from .domain import timeutil
 from .domain.model import DELIVERED, FAILED
 from .pinned import PinnedConnection, request_target
@@ -32,6 +31,7 @@ from .render import batch as render_batch
 from .render import json as render_json
 from .render.xml import Links
 from .store.batches import BatchStore
+from .usecases import callbacks
 
 log = logging.getLogger(__name__)
 

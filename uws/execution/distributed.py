@@ -39,7 +39,7 @@ import threading
 import time
 
 from ..domain import timeutil, timing
-from ..ports import RunStore, Settings
+from ..usecases.ports import RunStore, Settings
 from .strays import kill_strays
 
 log = logging.getLogger(__name__)

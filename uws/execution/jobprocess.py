@@ -19,7 +19,7 @@ import sys
 
 from ..domain import timing
 from ..domain.model import Claim
-from ..ports import Files, Settings
+from ..usecases.ports import Files, Settings
 from . import cgroups
 from .forkclient import ForkedJob, ForkServer, ForkServerDown
 from .forkserver import REPORT_FD

@@ -8,8 +8,8 @@ import os
 import threading
 
 from ..domain.model import ErrorSummary
-from ..ports import Files, RunStore
-from . import lost
+from ..usecases import lost
+from ..usecases.ports import Files, RunStore
 from .forkclient import ForkedJob
 from .jobprocess import Running
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ..domain import timing
 from ..domain.model import Claim, ErrorSummary, LeaseState
 from ..domain.phases import Phase
-from ..ports import Files, RunStore, Settings
+from ..usecases.ports import Files, RunStore, Settings
 from .base import Executor
 from .forkclient import ForkedJob
 from .jobprocess import JobProcesses, Running

@@ -13,7 +13,7 @@ from ..domain import timing
 from ..domain.errors import NotFound
 from ..domain.model import Claim, Result, valid_mime_type, valid_result_id
 from ..domain.services import Service
-from ..ports import Files, RunStore
+from ..usecases.ports import Files, RunStore
 
 log = logging.getLogger(__name__)
 MAX_LINE = 4096

@@ -14,7 +14,7 @@ from lxml import etree
 from ..domain.model import xml_text
 from ..domain.phases import Phase
 from ..domain.timeutil import format_time
-from ..stats import Durations, Figures, Report
+from ..usecases.stats import Durations, Figures, Report
 
 STATS_NS = "urn:ivoa-uws-server:stats:v1"
 SCHEMA = "uws-stats-v1.xsd"

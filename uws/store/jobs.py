@@ -18,7 +18,7 @@ from ..domain.errors import OverQuota
 from ..domain.model import Claim, ErrorSummary, Job, Parameter, Result
 from ..domain.phases import Phase
 from ..domain.services import Quota
-from ..ports import ChangeSink
+from ..usecases.ports import ChangeSink
 from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .connections import Readers, reading, writing

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ..ports import ChangeSink
+from ..usecases.ports import ChangeSink
 from .direct import DirectWrite
 
 if TYPE_CHECKING:       # psycopg is an optional dependency (the postgres extra)

@@ -21,9 +21,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .. import stats
 from ..domain import timeutil
 from ..domain.phases import Phase
+from ..usecases import stats
 from . import counts
 from .changes import Change, ManyHook, chunks
 from .connections import reading, writing

@@ -14,20 +14,20 @@ from werkzeug.exceptions import HTTPException
 from .. import config as config_mod
 from ..delivery import Deliverer
 from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
-from ..events import Bell, EventFeed, Sinks
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
 from ..files import JobFiles, make_private_dir
 from ..hosts import HostPolicy
-from ..jobs import Jobs
-from ..ports import Executor
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
-from ..stats import Statistics
 from ..store import Store
 from ..store.stats import StatsStore
-from ..sweeps import Sweeps
-from ..waiting import PhaseWatch
+from ..usecases.events import Bell, EventFeed, Sinks
+from ..usecases.jobs import Jobs
+from ..usecases.ports import Executor
+from ..usecases.stats import Statistics
+from ..usecases.sweeps import Sweeps
+from ..usecases.waiting import PhaseWatch
 from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
 from .headers import add_missing
 from .http import MAX_FORM_BYTES, base_url, json_response, text

@@ -5,10 +5,10 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
-from ..batches import BatchControl, Batches
 from ..domain.errors import BadRequest
 from ..render import batch as render
 from ..store.batches import BatchStore
+from ..usecases.batches import BatchControl, Batches
 from . import pages
 from .access import service_view
 from .batchbodies import read_batch

@@ -14,7 +14,7 @@ from ..domain.errors import BadRequest
 from ..domain.model import check_run_id
 from ..domain.parameters import TRUE_WORDS, ParameterError, ParamSpec
 from ..domain.services import Service, collect
-from ..jobs import parse_duration
+from ..usecases.jobs import parse_duration
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
           "datetime": "datetime-local", "file": "file", "string": "text"}

@@ -13,7 +13,7 @@ from ..domain import timeutil
 from ..domain.errors import UWSError
 from ..render import chart
 from ..render import stats as render
-from ..stats import Report, Statistics, parse_window
+from ..usecases.stats import Report, Statistics, parse_window
 from . import identity, pages
 from .access import service_view
 from .http import base_url, jobs_api, json_response, query_value, xml

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from ..domain.model import Claim, ErrorSummary
 from ..domain.queueing import backoff_seconds
 from ..domain.services import Service
-from ..ports import RunStore
+from .ports import RunStore
 
 
 def release(store: RunStore, service: Service | None, job_id: str, message: str, *,

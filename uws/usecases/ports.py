@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from .domain.model import (
+from ..domain.model import (
     Claim,
     Delivery,
     ErrorSummary,
@@ -26,8 +26,8 @@ from .domain.model import (
     Parameter,
     Result,
 )
-from .domain.phases import Phase
-from .domain.services import Quota, Service
+from ..domain.phases import Phase
+from ..domain.services import Quota, Service
 
 
 class JobStore(Protocol):

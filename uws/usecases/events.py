@@ -22,8 +22,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from .domain.errors import BadRequest, Forbidden, UWSError
-from .domain.model import Caller, EventPage, JobEvent
+from ..domain.errors import BadRequest, Forbidden, UWSError
+from ..domain.model import Caller, EventPage, JobEvent
 from .ports import ChangeSink, EventStore, Settings
 
 #: seconds between two comment lines on an idle stream (keeps proxies from closing it)

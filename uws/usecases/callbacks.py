@@ -21,7 +21,7 @@ import ipaddress
 import random
 from urllib.parse import urlsplit
 
-from .execution.fetch import listed, public, resolve
+from .addresses import listed, public, resolve
 
 MAX_URL_LENGTH = 2048
 MAX_DELAY = 3600.0      # between two attempts, whatever the backoff says

@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from ..domain import timeutil
+from ..domain.errors import BadRequest, Forbidden, OverQuota
+from ..domain.model import Job, Parameter, check_run_id, new_job_id
+from ..domain.phases import Phase
+from ..domain.services import Service
 from . import callbacks
-from .domain import timeutil
-from .domain.errors import BadRequest, Forbidden, OverQuota
-from .domain.model import Job, Parameter, check_run_id, new_job_id
-from .domain.phases import Phase
-from .domain.services import Service
 from .ports import Files
 
 

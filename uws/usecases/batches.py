@@ -11,14 +11,14 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from ..domain import timeutil
+from ..domain.batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
+from ..domain.errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
+from ..domain.model import ANONYMOUS, Caller, Delivery, Job, Parameter, new_job_id
+from ..domain.parameters import ParameterError
+from ..domain.phases import Phase
+from ..domain.services import Quota, Service, collect
 from . import creating
-from .domain import timeutil
-from .domain.batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
-from .domain.errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
-from .domain.model import ANONYMOUS, Caller, Delivery, Job, Parameter, new_job_id
-from .domain.parameters import ParameterError
-from .domain.phases import Phase
-from .domain.services import Quota, Service, collect
 from .jobs import Jobs
 
 #: One job's parameters: (name, value) pairs, as a single creation's form gives them.

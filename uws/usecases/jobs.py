@@ -6,13 +6,13 @@ import math
 import time
 from typing import NoReturn
 
+from ..domain import estimates, numbers, phases, queueing, timeutil
+from ..domain.errors import BadRequest, Forbidden, NotFound, OverQuota
+from ..domain.model import ANONYMOUS, Caller, Job, ListQuery, held_text, is_job_id
+from ..domain.parameters import ParameterError
+from ..domain.phases import Phase
+from ..domain.services import Service, collect
 from . import creating
-from .domain import estimates, numbers, phases, queueing, timeutil
-from .domain.errors import BadRequest, Forbidden, NotFound, OverQuota
-from .domain.model import ANONYMOUS, Caller, Job, ListQuery, held_text, is_job_id
-from .domain.parameters import ParameterError
-from .domain.phases import Phase
-from .domain.services import Service, collect
 from .ports import Executor, Files, JobStore, Settings, Watch
 
 
