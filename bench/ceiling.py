@@ -66,7 +66,8 @@ def make_app() -> Flask:
 
 
 def main(argv=None) -> int:
-    from uws import config, httpserver
+    from uws import config
+    from uws.http import server as httpserver
 
     ap = argparse.ArgumentParser(description="the benchmark's ceiling server")
     ap.add_argument("--host", default="127.0.0.1")

@@ -200,7 +200,7 @@ class DeferredApp:
 
 
 def _listen(app, cfg):
-    from . import httpserver
+    from .http import server as httpserver
     open_files = httpserver.raise_open_file_limit()
     return httpserver.create(app, cfg, open_files, _server_name(cfg.host))
 

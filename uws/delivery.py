@@ -26,7 +26,7 @@ from typing import Any
 
 from .domain import timeutil
 from .domain.model import DELIVERED, FAILED
-from .pinned import PinnedConnection, request_target
+from .http.pinned import PinnedConnection, request_target
 from .render import batch as render_batch
 from .render import json as render_json
 from .render.xml import Links

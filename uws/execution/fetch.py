@@ -26,7 +26,7 @@ import ssl
 import time
 from urllib.parse import urljoin, urlsplit
 
-from ..pinned import PinnedConnection, request_target
+from ..http.pinned import PinnedConnection, request_target
 from ..usecases.addresses import listed, resolve
 
 MAX_REDIRECTS = 5

@@ -17,7 +17,7 @@ from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
 from ..execution import NullExecutor
 from ..execution.process import ProcessExecutor
 from ..files import JobFiles, make_private_dir
-from ..hosts import HostPolicy
+from ..http.hosts import HostPolicy
 from ..resources import templates_dir
 from ..scheduler import start_scheduler
 from ..store import Store

@@ -44,9 +44,9 @@ from waitress.channel import HTTPChannel
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from .httpbodies import BodyBudget, Parser
+from .bodies import BodyBudget, Parser
 
-log = logging.getLogger("uws.httpserver")
+log = logging.getLogger("uws.http.server")
 
 #: descriptors kept for everything but client connections (database, job files, pipes)
 RESERVED_FDS = 256
