@@ -66,7 +66,7 @@ def make_app() -> Flask:
 
 
 def main(argv=None) -> int:
-    from uws import config
+    from uws.config import settings as config
     from uws.http import server as httpserver
 
     ap = argparse.ArgumentParser(description="the benchmark's ceiling server")

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from uws import config as config_mod
+from uws.config import settings as config_mod
 from uws.domain.model import JobRef
 from uws.domain.phases import Phase
 from uws.render import json as jsonr

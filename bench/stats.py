@@ -119,8 +119,8 @@ def analyze(engine) -> None:
 
 
 def make_app(url: str, scratch: Path):
-    from uws import config as config_mod
     from uws.auth import AuthConfig
+    from uws.config import settings as config_mod
     from uws.web.app import create_app
     cfg = config_mod.from_dict({"services": {}}, env={}, data_dir=scratch / "data",
                                database_url=url, executor="none", scheduler=False)

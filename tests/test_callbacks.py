@@ -400,7 +400,7 @@ def test_address_that_became_internal_is_not_delivered_to(monkeypatch):
 # -- settings and rules ----------------------------------------------------------------------
 
 def test_secret_may_come_from_the_environment(tmp_path):
-    from uws import config as config_mod
+    from uws.config import settings as config_mod
     cfg = config_mod.from_dict({"services": {"sleep": {"runner": "uws.demo:sleep"}}},
                                env={"UWS_CALLBACK_SECRET_SLEEP": "from-env"},
                                data_dir=tmp_path)

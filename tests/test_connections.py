@@ -388,7 +388,7 @@ def test_one_client_address_may_hold_at_most_a_quarter_of_the_budget(serve):
 @pytest.fixture
 def bare_server(tmp_path):
     """uws serve's waitress server for a trivial app, on a free port, not running."""
-    from uws.config import from_dict
+    from uws.config.settings import from_dict
     from uws.http import server as httpserver
 
     def app(environ, start_response):

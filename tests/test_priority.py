@@ -10,7 +10,7 @@ from lxml import etree
 from werkzeug.security import generate_password_hash
 
 from uws.auth import AuthConfig
-from uws.config import ConfigError
+from uws.config.settings import ConfigError
 from uws.domain.queueing import ADMIN_PRIORITY_LIMIT
 from uws.web.app import create_app, shutdown
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from uws.config import ConfigError
+from uws.config.settings import ConfigError
 from uws.domain import timeutil
 from uws.domain.phases import Phase
 from uws.domain.queueing import backoff_seconds

@@ -13,7 +13,7 @@ import threading
 import pytest
 from lxml import etree
 
-from uws import config as config_mod
+from uws.config import settings as config_mod
 from uws.web.app import create_app, shutdown
 
 from conftest import IN_CI, ValidatingClient, free_port, make_config

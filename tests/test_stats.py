@@ -359,6 +359,6 @@ def test_public_metrics_need_no_identity(tmp_path, db_url):
 
 
 def test_a_service_cannot_take_the_name_of_the_statistics(tmp_path, db_url):
-    from uws.config import ConfigError
+    from uws.config.settings import ConfigError
     with pytest.raises(ConfigError, match="reserved"):
         make_config(tmp_path, db_url, services={"stats": {"runner": "uws.demo:sleep"}})

@@ -142,7 +142,7 @@ def test_a_killed_server_not_yet_reaped_counts_as_dead():
 EXIT_WHILE_ANSWERING = """
 import sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
-from uws import config
+from uws.config import settings as config
 from uws.web.app import create_app
 app = create_app(config.load(None, env={}, data_dir=tempfile.mkdtemp()))
 ThreadPoolExecutor(1).submit(time.sleep, 2)     # a request still answered at exit

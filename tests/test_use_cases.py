@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from uws import config as config_mod
+from uws.config import settings as config_mod
 from uws.domain import queueing
 from uws.domain.errors import BadRequest, Forbidden, NotFound
 from uws.domain.model import Caller, ListQuery

@@ -55,7 +55,7 @@ def jobs_command(argv: list[str]) -> int:
 def worker_command(args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
 
     _log_setup()
     try:
@@ -82,7 +82,7 @@ def _log_setup() -> None:
 def serve_command(args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
     from .store.schema import SchemaError
 
     _log_setup()
@@ -112,7 +112,7 @@ def db_command(args) -> int:
     """``uws db upgrade`` / ``uws db current`` on the configuration's database."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
     from .store.engine import make_engine
     from .store.schema import SchemaError
 

@@ -11,7 +11,7 @@ from flask import Flask, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
-from .. import config as config_mod
+from ..config import settings as config_mod
 from ..delivery import Deliverer
 from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
 from ..execution import NullExecutor

@@ -19,11 +19,11 @@ import shutil
 import tomllib
 from pathlib import Path
 
+from ..auth import AuthConfig
+from ..domain.parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
+from ..domain.services import Service
+from ..http import hosts
 from . import shapes
-from .auth import AuthConfig
-from .domain.parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
-from .domain.services import Service
-from .http import hosts
 
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
