@@ -18,10 +18,10 @@ import types
 import pytest
 from lxml import etree
 
-from uws import delivery
 from uws.domain.model import Job
 from uws.domain.phases import Phase
 from uws.domain.timeutil import now
+from uws.execution import delivery
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.store import Store

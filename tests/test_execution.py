@@ -481,7 +481,7 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll(t
     import types
 
     from uws.execution import process
-    from uws.files import JobFiles
+    from uws.execution.files import JobFiles
 
     taken = threading.Event()
 

@@ -12,7 +12,7 @@ from uws.domain import queueing
 from uws.domain.errors import BadRequest, Forbidden, NotFound
 from uws.domain.model import Caller, ListQuery
 from uws.domain.phases import Phase
-from uws.files import JobFiles
+from uws.execution.files import JobFiles
 from uws.usecases.jobs import Control, Jobs
 
 from fakes import MemoryStore, NoWait, RecordingExecutor

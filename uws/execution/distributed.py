@@ -184,8 +184,8 @@ MAX_REDISPATCH = 64
 
 def run_worker(cfg, argv: list[str] | None = None) -> None:
     """A Celery worker running ``cfg.slots`` jobs at once (``uws worker``)."""
-    from ..files import JobFiles
     from ..store import Store
+    from .files import JobFiles
     from .process import ProcessExecutor
     store = Store(cfg.db_url, pool_size=max(4, cfg.slots + 2))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)

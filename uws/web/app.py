@@ -12,14 +12,14 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from ..config import settings as config_mod
-from ..delivery import Deliverer
 from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
 from ..execution import NullExecutor
+from ..execution.delivery import Deliverer
+from ..execution.files import JobFiles, make_private_dir
 from ..execution.process import ProcessExecutor
-from ..files import JobFiles, make_private_dir
+from ..execution.scheduler import start_scheduler
 from ..http.hosts import HostPolicy
 from ..resources import templates_dir
-from ..scheduler import start_scheduler
 from ..store import Store
 from ..store.stats import StatsStore
 from ..usecases.events import Bell, EventFeed, Sinks

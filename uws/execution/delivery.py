@@ -24,14 +24,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .domain import timeutil
-from .domain.model import DELIVERED, FAILED
-from .http.pinned import PinnedConnection, request_target
-from .render import batch as render_batch
-from .render import json as render_json
-from .render.xml import Links
-from .store.batches import BatchStore
-from .usecases import callbacks
+from ..domain import timeutil
+from ..domain.model import DELIVERED, FAILED
+from ..http.pinned import PinnedConnection, request_target
+from ..render import batch as render_batch
+from ..render import json as render_json
+from ..render.xml import Links
+from ..store.batches import BatchStore
+from ..usecases import callbacks
 
 log = logging.getLogger(__name__)
 
