@@ -279,7 +279,7 @@ def client(app):
 
 @pytest.fixture
 def api(app):
-    """The use-case layer behind the app (uws.jobs.Jobs)."""
+    """The use-case layer behind the app (uws.usecases.jobs.Jobs)."""
     return app.extensions["uws"]
 
 

@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the ports (uws.ports), so the use cases can be tested
+"""In-memory stand-ins for the ports (uws.usecases.ports), so the use cases can be tested
 without HTTP, processes or a database."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from uws.domain.services import Quota
 
 
 class MemoryStore:
-    """The :class:`uws.ports.JobStore` of the use cases, in a dict, with the SQL
+    """The :class:`uws.usecases.ports.JobStore` of the use cases, in a dict, with the SQL
     store's semantics: owner scoping, phase-conditional changes, quotas."""
 
     def __init__(self):

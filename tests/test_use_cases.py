@@ -1,4 +1,4 @@
-"""The use cases (uws.jobs.Jobs) on in-memory ports: no HTTP, no processes, no
+"""The use cases (uws.usecases.jobs.Jobs) on in-memory ports: no HTTP, no processes, no
 database, so each rule of UWS 1.1 they enforce is checked in microseconds."""
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class Waiter(threading.Thread):
 
 
 def watch_of(app):
-    """The app's WAIT registry (uws.waiting.PhaseWatch): tells when a waiter is parked."""
+    """The app's WAIT registry (uws.usecases.waiting.PhaseWatch): tells when a waiter is parked."""
     return app.extensions["uws"].watch
 
 

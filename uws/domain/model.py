@@ -1,4 +1,5 @@
-"""Job records: plain dataclasses with no storage or HTTP in them."""
+"""The records: jobs, and who asks of them (Caller), administrative holds, job events and
+callback deliveries.  Plain dataclasses with no storage or HTTP in them."""
 from __future__ import annotations
 
 import dataclasses
@@ -127,7 +128,7 @@ class Job:
     start_after: dt.datetime | None = None     # not started before (STARTAFTER, retry backoff)
     past_errors: list[ErrorSummary] = dataclasses.field(default_factory=list)  # failed attempts
     held: str | None = None         # while HELD: why (shown in jobInfo)
-    callback_url: str | None = None     # the CALLBACK the job named (uws.callbacks)
+    callback_url: str | None = None     # the CALLBACK the job named (uws.usecases.callbacks)
     callback: Delivery | None = None    # what became of it, when asked for
 
     @property

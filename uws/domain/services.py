@@ -1,6 +1,6 @@
 """Services (job lists): what a ``[services.NAME]`` table declares, and the checks
 of a request's values against the service's parameters and limits (the
-declarations themselves: :mod:`uws.parameters`)."""
+declarations themselves: :mod:`uws.domain.parameters`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -104,7 +104,7 @@ class Service:
     retry_backoff: float = declared(10.0, min=0, max=86400)
     retry_backoff_max: float = declared(600.0, min=0, max=86400)
     retry_exit_codes: tuple[int, ...] = ()   # command services: exit statuses 1..255
-    # CALLBACK URLs (uws.callbacks): their hosts ("*.example.org", "*": public ones only);
+    # CALLBACK URLs (uws.usecases.callbacks): their hosts ("*.example.org", "*": public ones only);
     # none = no callbacks.  Deliveries are signed with the secret when there is one
     # (or UWS_CALLBACK_SECRET_<SERVICE>), and retried for a bounded time.
     callback_hosts: tuple[str, ...] = ()

@@ -2,7 +2,7 @@
 
 Never in a request thread nor in a job's process: a slow or dead receiver holds
 one of these threads for at most twice the service's ``callback_timeout`` (the
-whole attempt's deadline, however slowly it trickles its answer: uws.pinned), and
+whole attempt's deadline, however slowly it trickles its answer: uws.http.pinned), and
 the outbox row stays leased meanwhile, so no other thread or process attempts it
 at the same time.
 

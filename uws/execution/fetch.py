@@ -11,7 +11,7 @@ inputs of command runners):
   once per request, so a second answer (DNS rebinding) cannot redirect it;
 - redirects are followed here, a bounded number, each target checked again;
 - the body is capped in size and the whole fetch in time (a deadline that ends
-  even a server sending a byte now and then: uws.pinned).
+  even a server sending a byte now and then: uws.http.pinned).
 
 Errors say nothing about internal hosts: a refused address, a closed port, an
 unreachable host and a failed name lookup all give the same message.

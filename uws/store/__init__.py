@@ -1,4 +1,5 @@
-"""Storage: the only package that speaks SQL."""
+"""Storage: the only package that speaks SQL (Store implements uws.usecases.ports with
+SQLAlchemy).  An adapter: it may import uws.domain, uws.usecases and other adapters."""
 from ..domain.model import ListQuery  # where list filters were first defined
 from .jobs import Store
 

@@ -310,7 +310,7 @@ _APPLYING_SHARED = ReadIn(_APPLYING.with_for_update(read=True))
 
 
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:
-    """What PHASE=RUN does to a job in ``phase``: an event of uws.phases, or None."""
+    """What PHASE=RUN does to a job in ``phase``: an event of uws.domain.phases, or None."""
     if phase is Phase.PENDING:
         return Event.RUN_HELD if hold_applies else Event.RUN
     if phase is Phase.HELD and held_for != QUOTA and not hold_applies:

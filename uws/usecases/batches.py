@@ -2,8 +2,8 @@
 together.  No HTTP and no SQL in here.
 
 Each job of a batch is an ordinary job: its parameters are validated exactly as a
-single creation's (:func:`uws.parameters.collect`), it counts against the same quotas,
-and it is deleted by the same use case (:meth:`uws.jobs.Jobs.delete`).
+single creation's (:func:`uws.domain.services.collect`), it counts against the same quotas,
+and it is deleted by the same use case (:meth:`uws.usecases.jobs.Jobs.delete`).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class BatchControl:
 
 class Batches:
     """Create, read, run, abort, repeat and delete batches; raises the
-    :mod:`uws.errors` exceptions that the web layer maps to statuses."""
+    :mod:`uws.domain.errors` exceptions that the web layer maps to statuses."""
 
     def __init__(self, jobs: Jobs, store: BatchStorage):
         self.jobs = jobs

@@ -6,7 +6,7 @@ A service's ``callback_hosts`` lists the hosts a ``CALLBACK`` URL may name:
   trusted by the operator, whatever it resolves to, like ``fetch_hosts``;
 - ``*.example.org`` admits its subdomains and ``*`` any host, but only while
   every address they resolve to is public (not loopback, private, link-local,
-  multicast or reserved: the rules of :func:`uws.execution.fetch.public`).
+  multicast or reserved: the rules of :func:`uws.usecases.addresses.public`).
 
 The addresses are checked when the URL is given and again at each delivery
 (DNS may change), and the delivery connects to an address that was checked.

@@ -10,7 +10,7 @@ A stream holds an HTTP thread, so streams are bounded per server and per owner
 ``event_stream_seconds`` (clients reconnect and resume after their last event).
 It wakes when a change is committed: in this process through the store's
 listeners, from other processes through PostgreSQL's LISTEN (the :class:`Bell`
-is a :class:`uws.ports.ChangeSink`); without that channel (SQLite, or while it
+is a :class:`uws.usecases.ports.ChangeSink`); without that channel (SQLite, or while it
 is down) it reads the log every :data:`POLL` seconds.
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Bell:
 
 
 class Sinks:
-    """One :class:`uws.ports.ChangeSink` passing everything to several."""
+    """One :class:`uws.usecases.ports.ChangeSink` passing everything to several."""
 
     def __init__(self, *sinks: ChangeSink):
         self._sinks = sinks

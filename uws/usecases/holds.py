@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 from ..domain import timeutil
 from ..domain.errors import BadRequest, Forbidden, NotFound
-from ..domain.model import EVERYONE, Hold, fits_xml
+from ..domain.model import EVERYONE, Caller, Hold, fits_xml
 
-if TYPE_CHECKING:     # uws.jobs uses held_text below
-    from ..domain.model import Caller
+if TYPE_CHECKING:
     from .jobs import Jobs
 
 MAX_REASON = 1024

@@ -25,13 +25,13 @@ class Control:
     destruction: str | None = None
     priority: str | None = None         # PRIORITY (our extension)
     start_after: str | None = None      # STARTAFTER (our extension)
-    callback: str | None = None     # a URL to POST the job to when it ends (uws.callbacks)
+    callback: str | None = None     # a URL to POST the job to when it ends (uws.usecases.callbacks)
 
 
 class Jobs:
     """The use cases of UWS 1.1 §2.2 for one server: each method checks the
     service, the caller's access and the job's phase, and raises a
-    :mod:`uws.errors` exception (NotFound 404, Forbidden 403, BadRequest 400,
+    :mod:`uws.domain.errors` exception (NotFound 404, Forbidden 403, BadRequest 400,
     TooLarge 413) that the web layer maps to its status."""
 
     def __init__(self, *, config: Settings, store: JobStore, files: Files, executor: Executor,

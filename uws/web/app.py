@@ -59,7 +59,7 @@ def create_app(config=None) -> Flask:
     """Build the app from a Config, a dict shaped like the TOML file, a path to
     one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide).
 
-    Raises :class:`uws.config.ConfigError` for a configuration that cannot be
+    Raises :class:`uws.config.settings.ConfigError` for a configuration that cannot be
     used, before anything starts."""
     cfg = _as_config(config)
     app = App(__name__, template_folder=str(templates_dir()), static_folder=None)

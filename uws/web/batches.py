@@ -1,5 +1,5 @@
 """Batches: /{service}/batches (list, create) and /{service}/batches/{id} (report,
-run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.batches."""
+run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.usecases.batches."""
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app
