@@ -25,7 +25,7 @@ PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def _app(root: Path, url: str):
-    from uws import config as config_mod
+    from uws.config import settings as config_mod
     from uws.web.app import create_app
     services = {"sleep": {"runner": "uws.demo:sleep", "anonymous_max_jobs": 0,
                           "parameters": [{"name": "DURATION", "type": "float", "default": "1"},

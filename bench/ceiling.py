@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The ceiling of bench/bench.py: the benchmark's URLs on a bare Flask app without storage.
 
-It runs under the same server as ``uws serve`` (uws.httpserver: waitress with the
+It runs under the same server as ``uws serve`` (uws.http.server: waitress with the
 same settings), so the benchmark's client, the HTTP server and Flask cost the same on
 both sides; what the UWS server spends beyond this app is its own overhead (storage,
 documents, hooks).  No UWS server can beat these figures with that client on that
@@ -66,7 +66,8 @@ def make_app() -> Flask:
 
 
 def main(argv=None) -> int:
-    from uws import config, httpserver
+    from uws.config import settings as config
+    from uws.http import server as httpserver
 
     ap = argparse.ArgumentParser(description="the benchmark's ceiling server")
     ap.add_argument("--host", default="127.0.0.1")

@@ -87,9 +87,9 @@ def create(url: str, threads: int, seconds: float) -> None:
 
 
 def _create_for(url: str, threads: int, seconds: float, shared: bool) -> int:
-    from uws import timeutil
-    from uws.model import Job, new_job_id
-    from uws.phases import Phase
+    from uws.domain import timeutil
+    from uws.domain.model import Job, new_job_id
+    from uws.domain.phases import Phase
     from uws.store import Store
     store = Store(url, pool_size=threads)
     made = [0] * threads

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from uws.config import demo_services
+from uws.config.settings import demo_services
 from uws.execution.forkclient import ForkServer
 from uws.execution.forkserver import PRELOADED, REPORT_FD
 from uws.execution.task import job_environment

@@ -78,7 +78,8 @@ def instructions(kind: str, n: int, which: str) -> int:
 
 def serve_and_load(kind: str, n: int, ceiling: bool) -> int:
     """Under valgrind: serve, have a client process send the requests, leave."""
-    from uws import config, httpserver
+    from uws.config import settings as config
+    from uws.http import server as httpserver
     data_dir = ""
     if ceiling:
         sys.path.insert(0, str(Path(__file__).parent))

@@ -17,12 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from uws import config as config_mod
-from uws.jobs import Control
-from uws.model import JobRef
-from uws.phases import Phase
+from uws.config import settings as config_mod
+from uws.domain.model import JobRef
+from uws.domain.phases import Phase
 from uws.render import json as jsonr
 from uws.render import xml as xmlr
+from uws.usecases.jobs import Control
 from uws.web.app import create_app, shutdown
 
 JSON = {"Accept": "application/json"}

@@ -108,7 +108,7 @@ def own_schema(admin: sa.Engine, pg: str) -> Iterator[str]:
 
 
 def measure(url: str, n: int, trace: Trace) -> None:
-    from uws import config
+    from uws.config import settings as config
     from uws.web.app import create_app, shutdown
     env = {"UWS_DATABASE_URL": url, "UWS_EXECUTOR": "none"}
     app = create_app(config.load(None, env=env, data_dir=tempfile.mkdtemp(prefix="uws-rt-")))
@@ -155,7 +155,7 @@ def measure_runs(url: str, n: int, trace: Trace) -> None:
     and, for comparison, that background work alone, per second of idling."""
     import psycopg
 
-    from uws import config
+    from uws.config import settings as config
     from uws.web.app import create_app, shutdown
     app = create_app(config.load(None, env={"UWS_DATABASE_URL": url},
                                  data_dir=tempfile.mkdtemp(prefix="uws-rt-")))

@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=1000)
     args = parser.parse_args()
-    from uws import config
+    from uws.config import settings as config
     from uws.web.app import create_app, shutdown
     sys.path.insert(0, str(Path(__file__).parent))
     import ceiling

@@ -93,8 +93,9 @@ def run(backend: str, url: str, scratch: Path, jobs: int, owners: int, requests:
 
 
 def seed_histograms(store, owners: list[str]) -> None:
-    from uws import stats, timeutil
+    from uws.domain import timeutil
     from uws.store.stats import StatsStore
+    from uws.usecases import stats
     now = timeutil.now()
     rows = []
     for owner in owners:
@@ -118,8 +119,8 @@ def analyze(engine) -> None:
 
 
 def make_app(url: str, scratch: Path):
-    from uws import config as config_mod
     from uws.auth import AuthConfig
+    from uws.config import settings as config_mod
     from uws.web.app import create_app
     cfg = config_mod.from_dict({"services": {}}, env={}, data_dir=scratch / "data",
                                database_url=url, executor="none", scheduler=False)
@@ -142,7 +143,7 @@ def timed(client, route: str, who: str, requests: int) -> list[float]:
 
 
 def one_job(app, owner: str) -> str:
-    from uws.model import ListQuery
+    from uws.domain.model import ListQuery
     refs = app.extensions["uws"].store.list_jobs("sleep", owner, ListQuery(limit=1))
     return refs[0].id
 

@@ -38,7 +38,7 @@ try:
 except ImportError:
     pytest.exit("the uws package is not installed: run pip install '.[test]' first", 2)
 
-from uws import config as config_mod  # noqa: E402
+from uws.config import settings as config_mod  # noqa: E402
 from uws.resources import uws_schema_path  # noqa: E402
 from uws.store.engine import create_schema, make_engine  # noqa: E402
 from uws.web.app import create_app, shutdown  # noqa: E402
@@ -279,7 +279,7 @@ def client(app):
 
 @pytest.fixture
 def api(app):
-    """The use-case layer behind the app (uws.jobs.Jobs)."""
+    """The use-case layer behind the app (uws.usecases.jobs.Jobs)."""
     return app.extensions["uws"]
 
 

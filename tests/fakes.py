@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the ports (uws.ports), so the use cases can be tested
+"""In-memory stand-ins for the ports (uws.usecases.ports), so the use cases can be tested
 without HTTP, processes or a database."""
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ import dataclasses
 import threading
 from collections import Counter
 
-from uws import phases, timeutil
-from uws.callbacks import Delivery
-from uws.errors import OverQuota
-from uws.model import JobRef, ListQuery
-from uws.phases import Event, Phase
-from uws.services import Quota
+from uws.domain import phases, timeutil
+from uws.domain.errors import OverQuota
+from uws.domain.model import Delivery, JobRef, ListQuery
+from uws.domain.phases import Event, Phase
+from uws.domain.services import Quota
 
 
 class MemoryStore:
-    """The :class:`uws.ports.JobStore` of the use cases, in a dict, with the SQL
+    """The :class:`uws.usecases.ports.JobStore` of the use cases, in a dict, with the SQL
     store's semantics: owner scoping, phase-conditional changes, quotas."""
 
     def __init__(self):

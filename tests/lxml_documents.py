@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from lxml import etree
 
-from uws.estimates import elapsed_seconds, remaining_seconds
-from uws.model import Job, xml_text
+from uws.domain.estimates import elapsed_seconds, remaining_seconds
+from uws.domain.model import Job, xml_text
+from uws.domain.timeutil import format_time
 from uws.render.xml import NSMAP, UWS_NS, VERSION, XLINK_NS, XSI_NS, Links, parameter_value
-from uws.timeutil import format_time
 
 _U = "{%s}" % UWS_NS
 _HREF = "{%s}href" % XLINK_NS

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from uws.model import Claim, ErrorSummary, Result
-from uws.phases import Phase
+from uws.domain.model import Claim, ErrorSummary, Result
+from uws.domain.phases import Phase
 
 from uwshelp import create_id
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from uws.batches import BatchControl
+from uws.usecases.batches import BatchControl
 
 from test_browser import _context, browser  # noqa: F401  (fixtures)
 

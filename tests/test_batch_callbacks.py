@@ -16,15 +16,15 @@ from lxml import etree
 
 import test_callbacks
 from test_callbacks import SECRET, callback_config, until
-from uws import callbacks
-from uws.batchmodel import Batch
-from uws.model import Job, new_job_id
-from uws.phases import Phase
+from uws.domain.batchmodel import Batch
+from uws.domain.model import Job, new_job_id
+from uws.domain.phases import Phase
+from uws.domain.timeutil import now
 from uws.resources import schemas_dir
 from uws.store import Store
 from uws.store.batches import BatchStore
 from uws.store.tables import callback as C
-from uws.timeutil import now
+from uws.usecases import callbacks
 
 from uwshelp import wait_for
 

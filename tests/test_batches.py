@@ -14,7 +14,7 @@ from lxml import etree
 from werkzeug.security import generate_password_hash
 
 from uws.auth import AuthConfig
-from uws.model import ErrorSummary
+from uws.domain.model import ErrorSummary
 from uws.resources import schemas_dir
 from uws.web import batchbodies
 from uws.web.app import create_app, shutdown

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from uws.jobs import Control
+from uws.usecases.jobs import Control
 
 from conftest import IN_CI, LiveServer
 

@@ -18,13 +18,14 @@ import types
 import pytest
 from lxml import etree
 
-from uws import callbacks, delivery
-from uws.model import Job
-from uws.phases import Phase
+from uws.domain.model import Job
+from uws.domain.phases import Phase
+from uws.domain.timeutil import now
+from uws.execution import delivery
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.store import Store
-from uws.timeutil import now
+from uws.usecases import callbacks
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -389,7 +390,7 @@ def test_refused_callback_creates_no_job(client):
 
 def test_address_that_became_internal_is_not_delivered_to(monkeypatch):
     """DNS may change between naming and delivery: the addresses are checked again."""
-    monkeypatch.setattr("uws.execution.fetch.socket.getaddrinfo",
+    monkeypatch.setattr("uws.usecases.addresses.socket.getaddrinfo",
                         lambda *a, **k: [(2, 1, 6, "", ("10.0.0.7", 443))])
     with pytest.raises(callbacks.CallbackError):
         callbacks.target("https://hooks.example.org/x", ("*.example.org",))
@@ -400,7 +401,7 @@ def test_address_that_became_internal_is_not_delivered_to(monkeypatch):
 # -- settings and rules ----------------------------------------------------------------------
 
 def test_secret_may_come_from_the_environment(tmp_path):
-    from uws import config as config_mod
+    from uws.config import settings as config_mod
     cfg = config_mod.from_dict({"services": {"sleep": {"runner": "uws.demo:sleep"}}},
                                env={"UWS_CALLBACK_SECRET_SLEEP": "from-env"},
                                data_dir=tmp_path)
@@ -463,7 +464,7 @@ def test_deleting_a_job_drops_its_deliveries(tmp_path, db_url, receiver):
 
 
 def _new_id() -> str:
-    from uws.model import new_job_id
+    from uws.domain.model import new_job_id
     return new_job_id()
 
 

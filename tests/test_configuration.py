@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from uws.config import ConfigError, from_dict
+from uws.config.settings import ConfigError, from_dict
 from uws.web.app import create_app
 
 from uwshelp import UWS_COMMAND

@@ -388,8 +388,8 @@ def test_one_client_address_may_hold_at_most_a_quarter_of_the_budget(serve):
 @pytest.fixture
 def bare_server(tmp_path):
     """uws serve's waitress server for a trivial app, on a free port, not running."""
-    from uws import httpserver
-    from uws.config import from_dict
+    from uws.config.settings import from_dict
+    from uws.http import server as httpserver
 
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
@@ -434,7 +434,7 @@ def test_the_loop_serves_connections_whose_descriptor_numbers_are_reused(bare_se
 def test_a_connection_never_receives_the_events_of_a_closed_one_with_its_number():
     import select
 
-    from uws.httpserver import PollLoop
+    from uws.http.server import PollLoop
 
     class Conn:
         accepting = False

@@ -19,15 +19,15 @@ import pytest
 import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 
-from uws import timeutil
+from uws.domain import timeutil
+from uws.domain.model import ErrorSummary, Job, ListQuery, Result, new_job_id
+from uws.domain.phases import Phase
 from uws.execution import NullExecutor
-from uws.model import ErrorSummary, Job, ListQuery, Result, new_job_id
-from uws.phases import Phase
 from uws.store import Store
 from uws.store.tables import job as J
 from uws.store.tables import job_bytes
 from uws.store.tables import job_count as C
-from uws.sweeps import Sweeps
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

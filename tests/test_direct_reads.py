@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from uws.model import ErrorSummary, Job, ListQuery, Parameter, Result
-from uws.phases import Phase
+from uws.domain.model import ErrorSummary, Job, ListQuery, Parameter, Result
+from uws.domain.phases import Phase
 from uws.store import Store, connections, direct
 from uws.store.tables import job as J
 

@@ -25,7 +25,7 @@ from uwshelp import UWS_COMMAND, holds_throughout, wait_for
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
 TERMINAL = {"COMPLETED", "ERROR", "ABORTED"}
-#: the server's timings in these processes (uws.timing): a lost worker's jobs are
+#: the server's timings in these processes (uws.domain.timing): a lost worker's jobs are
 #: recovered within seconds, not after the 30 s lease, and a front end looks for jobs
 #: whose message was lost every second, not every 5
 TIMINGS = "LEASE=6 LOST_LEASE_SWEEP=0.5 REDISPATCH=1"

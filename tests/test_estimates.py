@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from uws import estimates
-from uws.model import Job
-from uws.phases import Phase
+from uws.domain import estimates
+from uws.domain.model import Job
+from uws.domain.phases import Phase
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -15,12 +15,12 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from uws import sweeps as sweeps_mod
 from uws.auth import AuthConfig
 from uws.store.changes import Change
 from uws.store.events import record
 from uws.store.tables import event as E
-from uws.sweeps import Sweeps
+from uws.usecases import sweeps as sweeps_mod
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, make_config

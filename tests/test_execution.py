@@ -11,9 +11,9 @@ import pytest
 from lxml import etree
 from werkzeug.datastructures import MultiDict
 
-from uws import timeutil, timing
+from uws.domain import timeutil, timing
+from uws.domain.model import Claim
 from uws.execution.strays import job_pids
-from uws.model import Claim
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config
@@ -481,7 +481,7 @@ def test_a_job_submitted_while_a_worker_claims_is_taken_without_waiting_a_poll(t
     import types
 
     from uws.execution import process
-    from uws.files import JobFiles
+    from uws.execution.files import JobFiles
 
     taken = threading.Event()
 

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from uws.execution import fetch as fetch_mod
-from uws.execution.fetch import FetchError, fetch, public
+from uws.execution.fetch import FetchError, fetch
+from uws.usecases import addresses
+from uws.usecases.addresses import public
 
 from conftest import free_port
 from uwshelp import ByteServer
@@ -144,7 +145,7 @@ def test_the_connection_goes_to_the_address_that_was_checked(server, tmp_path, m
             return real("127.0.0.1", *args, **kwargs)
         return real(host, *args, **kwargs)
 
-    monkeypatch.setattr(fetch_mod.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
     fetch(f"http://files.example:{port}/f", tmp_path / "out", allow_hosts=["files.example"])
     assert (tmp_path / "out").read_bytes() == b"pinned" and lookups == ["files.example"]
 
@@ -153,7 +154,7 @@ def test_a_name_resolving_to_any_internal_address_is_refused(server, tmp_path, m
     base, routes = server
     routes["/f"] = (200, {}, b"secret")
     port = int(base.rsplit(":", 1)[1])
-    monkeypatch.setattr(fetch_mod.socket, "getaddrinfo", lambda host, p, **kw: [
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda host, p, **kw: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("8.8.8.8", p)),
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", p))])
     with pytest.raises(FetchError, match="cannot be reached"):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from uws import files as files_mod
-from uws.errors import NotFound
-from uws.files import JobFiles
+from uws.domain.errors import NotFound
+from uws.execution import files as files_mod
+from uws.execution.files import JobFiles
 
 JOB = "ab" * 16
 

@@ -15,19 +15,19 @@ import sqlalchemy as sa
 from lxml import etree
 from werkzeug.security import generate_password_hash
 
-from uws import timeutil
 from uws.auth import AuthConfig
-from uws.holds import Holds
-from uws.jobs import Caller, Control
-from uws.model import ErrorSummary, Job, ListQuery, new_job_id
-from uws.phases import Phase
+from uws.domain import timeutil
+from uws.domain.model import Caller, ErrorSummary, Job, ListQuery, new_job_id
+from uws.domain.phases import Phase
+from uws.domain.timeutil import format_time
 from uws.render import json as render_json
 from uws.render.xml import Links
 from uws.resources import schemas_dir
 from uws.store.tables import event as EVENTS
 from uws.store.tables import job as JOBS
-from uws.sweeps import Sweeps
-from uws.timeutil import format_time
+from uws.usecases.holds import Holds
+from uws.usecases.jobs import Control
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

@@ -7,7 +7,7 @@ import pytest
 import requests
 from lxml import etree
 
-from uws import config as config_mod
+from uws.config import settings as config_mod
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, make_config

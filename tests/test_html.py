@@ -281,7 +281,7 @@ def test_bad_job_control_value_is_reported_next_to_it(client):
 
 @pytest.mark.parametrize("run_id", ["r\x01s", "esc\x1b[0m", "x" * 1025])
 def test_a_runid_the_api_refuses_is_refused_next_to_its_field(client, run_id):
-    # the same rule as the API (uws.model.check_run_id): a form adds no leniency
+    # the same rule as the API (uws.domain.model.check_run_id): a form adds no leniency
     r = client.post("/sleep", data={"DURATION": "1", "RUNID": run_id}, headers=HTML)
     doc = page(r, status=400)
     assert "no control characters" in field_error(doc, "RUNID")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uws.interpreters import code_arguments
+from uws.domain.interpreters import code_arguments
 
 
 @pytest.mark.parametrize("command, code", [

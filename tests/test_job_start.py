@@ -10,10 +10,11 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from uws import timeutil
-from uws.jobs import ANONYMOUS, Caller, Control
-from uws.phases import Phase
+from uws.domain import timeutil
+from uws.domain.model import ANONYMOUS, Caller
+from uws.domain.phases import Phase
 from uws.store import running
+from uws.usecases.jobs import Control
 
 #: one database is enough here (job processes; the store's claims are in test_store_races.py;
 #: tests/README.rst)

@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from uws.errors import NotFound
+from uws.domain.errors import NotFound
 from uws.execution import jobdirs
+from uws.execution.files import JobFiles
 from uws.execution.jobdirs import LOCK, LOGS, SPARE, JobDirs, _lock
-from uws.files import JobFiles
 
 from uwshelp import create, job_id, run_to_end
 

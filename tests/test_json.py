@@ -9,8 +9,8 @@ import json
 import pytest
 from lxml import etree
 
-from uws.model import JobRef
-from uws.phases import Phase
+from uws.domain.model import JobRef
+from uws.domain.phases import Phase
 from uws.render import json as jsonr
 from uws.web.app import create_app, shutdown
 

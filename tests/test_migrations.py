@@ -23,8 +23,8 @@ from alembic.runtime.migration import MigrationContext
 import uws.store.counts
 import uws.store.jobs
 import uws.store.usage
-from uws.model import Job, Parameter, Result
-from uws.phases import Phase
+from uws.domain.model import Job, Parameter, Result
+from uws.domain.phases import Phase
 from uws.store import Store
 from uws.store import schema as schema_mod
 from uws.store.engine import make_engine

@@ -18,10 +18,10 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from uws import timing
-from uws.phases import Phase
+from uws.domain import timing
+from uws.domain.phases import Phase
 from uws.store.notify import CHANNEL
-from uws.waiting import PhaseWatch
+from uws.usecases.waiting import PhaseWatch
 from uws.web.app import create_app, shutdown
 
 from conftest import POSTGRES_URL, LiveServer, assert_valid_uws, make_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from uws import numbers
+from uws.domain import numbers
 
 from uwshelp import create, path_of
 

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from uws.model import Parameter
+from uws.domain.model import Parameter
 
 from uwshelp import (
     ACTIVE,

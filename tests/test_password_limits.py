@@ -193,7 +193,7 @@ def test_an_unknown_user_costs_one_hash_of_the_known_users_method(make_app, hash
 
 
 def test_limits_are_read_from_the_auth_table(tmp_path):
-    from uws import config as config_mod
+    from uws.config import settings as config_mod
     cfg = config_mod.from_dict({"auth": {"max_concurrent_checks": 3, "check_wait": 0.5,
                                          "max_failures_per_user": 0}}, env={})
     assert (cfg.auth.max_concurrent_checks, cfg.auth.check_wait,

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from uws.errors import NotFound
-from uws.phases import Phase
+from uws.domain.errors import NotFound
+from uws.domain.phases import Phase
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

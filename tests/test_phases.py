@@ -1,7 +1,7 @@
 """The declared phase rules (UWS 1.1 §2.1.3), independent of storage and HTTP."""
 import pytest
 
-from uws.phases import ACTIVE, Event, Phase, allowed, parse_phase, target
+from uws.domain.phases import ACTIVE, Event, Phase, allowed, parse_phase, target
 
 
 def test_run_queues_a_pending_job():

@@ -10,8 +10,8 @@ from lxml import etree
 from werkzeug.security import generate_password_hash
 
 from uws.auth import AuthConfig
-from uws.config import ConfigError
-from uws.queueing import ADMIN_PRIORITY_LIMIT
+from uws.config.settings import ConfigError
+from uws.domain.queueing import ADMIN_PRIORITY_LIMIT
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, make_config

@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 from lxml import etree
 from werkzeug.datastructures import MultiDict
 
-from uws.model import Result
-from uws.phases import Phase
-from uws.timeutil import parse_time
+from uws.domain.model import Result
+from uws.domain.phases import Phase
+from uws.domain.timeutil import parse_time
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config

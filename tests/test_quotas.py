@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from uws.errors import Forbidden
-from uws.jobs import Caller, Control
-from uws.phases import Phase
+from uws.domain.errors import Forbidden
+from uws.domain.model import Caller
+from uws.domain.phases import Phase
+from uws.usecases.jobs import Control
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
@@ -128,7 +129,7 @@ def test_concurrent_claims_never_take_an_owner_past_its_running_cap(idle_api):
 
 
 def _query(phase):
-    from uws.model import ListQuery
+    from uws.domain.model import ListQuery
     return ListQuery(phases=(phase,))
 
 

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from uws import timeutil
-from uws.config import ConfigError
-from uws.phases import Phase
-from uws.queueing import backoff_seconds
-from uws.sweeps import Sweeps
+from uws.config.settings import ConfigError
+from uws.domain import timeutil
+from uws.domain.phases import Phase
+from uws.domain.queueing import backoff_seconds
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, assert_valid_uws, make_config

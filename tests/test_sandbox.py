@@ -13,7 +13,7 @@ import threading
 import pytest
 from lxml import etree
 
-from uws import config as config_mod
+from uws.config import settings as config_mod
 from uws.web.app import create_app, shutdown
 
 from conftest import IN_CI, ValidatingClient, free_port, make_config
@@ -287,9 +287,9 @@ def test_recovering_a_lost_job_ends_what_is_left_in_its_cgroup(client, api, conf
     import datetime as dt
     import subprocess
 
-    from uws import timeutil
+    from uws.domain import timeutil
     from uws.store.tables import job as J
-    from uws.sweeps import Sweeps
+    from uws.usecases.sweeps import Sweeps
     if api.executor.processes.cgroups is None:
         need_cgroups()
     r = client.post("/escape", data={"SECONDS": "60"})

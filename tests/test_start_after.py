@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from uws import estimates, timeutil
-from uws.model import Job
-from uws.phases import Phase
-from uws.timeutil import format_time, parse_time
+from uws.domain import estimates, timeutil
+from uws.domain.model import Job
+from uws.domain.phases import Phase
+from uws.domain.timeutil import format_time, parse_time
 
 from conftest import assert_valid_uws, make_config
 from uwshelp import NS, create, job_xml, phase, settle, text, wait_for

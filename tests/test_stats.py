@@ -12,11 +12,12 @@ from lxml import etree, html
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.security import generate_password_hash
 
-from uws import stats, timeutil
 from uws.auth import AuthConfig
-from uws.model import Job, new_job_id
-from uws.phases import Phase
+from uws.domain import timeutil
+from uws.domain.model import Job, new_job_id
+from uws.domain.phases import Phase
 from uws.resources import schemas_dir
+from uws.usecases import stats
 
 from conftest import make_config
 
@@ -227,7 +228,7 @@ def test_the_counts_are_sampled_once_per_bucket_whichever_process_comes(client, 
 
 
 def test_the_statistics_sweep_samples_the_counts(client, app, api):
-    from uws.sweeps import Sweeps
+    from uws.usecases.sweeps import Sweeps
     pending_job(client, ALICE)
     store = app.extensions["uws_stats"].store
     Sweeps(config=api.config, store=api.store, files=api.files, executor=api.executor,
@@ -358,6 +359,6 @@ def test_public_metrics_need_no_identity(tmp_path, db_url):
 
 
 def test_a_service_cannot_take_the_name_of_the_statistics(tmp_path, db_url):
-    from uws.config import ConfigError
+    from uws.config.settings import ConfigError
     with pytest.raises(ConfigError, match="reserved"):
         make_config(tmp_path, db_url, services={"stats": {"runner": "uws.demo:sleep"}})

@@ -7,9 +7,10 @@ import base64
 import pytest
 from werkzeug.security import generate_password_hash
 
-from uws import timeutil
 from uws.auth import AuthConfig
-from uws.jobs import Caller, Control
+from uws.domain import timeutil
+from uws.domain.model import Caller
+from uws.usecases.jobs import Control
 
 from conftest import make_config
 from test_browser import _context, browser, server, shot  # noqa: F401  (fixtures)

@@ -11,8 +11,8 @@ import threading
 
 import sqlalchemy as sa
 
-from uws.model import ErrorSummary
-from uws.phases import Phase
+from uws.domain.model import ErrorSummary
+from uws.domain.phases import Phase
 from uws.store.engine import create_schema, make_engine
 
 from uwshelp import create_id

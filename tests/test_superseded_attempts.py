@@ -15,7 +15,7 @@ import sys
 import pytest
 import sqlalchemy as sa
 
-from uws import timeutil
+from uws.domain import timeutil
 from uws.execution import process as executor_process
 from uws.execution.strays import job_pids
 from uws.store.tables import job as J

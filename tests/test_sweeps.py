@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
+from uws.domain.phases import Phase
 from uws.execution import NullExecutor
-from uws.phases import Phase
-from uws.sweeps import Sweeps
+from uws.usecases.sweeps import Sweeps
 from uws.web.app import create_app, shutdown
 
 from conftest import make_config
@@ -129,7 +129,7 @@ def test_a_job_whose_files_cannot_be_removed_stays_for_the_next_sweep(client, ap
 
 
 def test_a_killed_server_not_yet_reaped_counts_as_dead():
-    from uws.sweeps import _alive, _zombie
+    from uws.usecases.sweeps import _alive, _zombie
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         wait_for(lambda: _zombie(child.pid), timeout=10)    # exited, not waited for
@@ -142,7 +142,7 @@ def test_a_killed_server_not_yet_reaped_counts_as_dead():
 EXIT_WHILE_ANSWERING = """
 import sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
-from uws import config
+from uws.config import settings as config
 from uws.web.app import create_app
 app = create_app(config.load(None, env={}, data_dir=tempfile.mkdtemp()))
 ThreadPoolExecutor(1).submit(time.sleep, 2)     # a request still answered at exit

@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from uws.timeutil import format_time, parse_time
+from uws.domain.timeutil import format_time, parse_time
 
 T = dt.datetime
 
@@ -42,5 +42,5 @@ def test_times_are_written_in_utc_with_milliseconds_and_z():
 
 
 def test_datetime_parameters_read_every_form_the_same_way():
-    from uws.parameters import ParamSpec
+    from uws.domain.parameters import ParamSpec
     assert ParamSpec("WHEN", "datetime").convert("2015-10") == T(2015, 10, 1)

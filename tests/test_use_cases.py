@@ -1,4 +1,4 @@
-"""The use cases (uws.jobs.Jobs) on in-memory ports: no HTTP, no processes, no
+"""The use cases (uws.usecases.jobs.Jobs) on in-memory ports: no HTTP, no processes, no
 database, so each rule of UWS 1.1 they enforce is checked in microseconds."""
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import io
 
 import pytest
 
-from uws import config as config_mod
-from uws import queueing
-from uws.errors import BadRequest, Forbidden, NotFound
-from uws.files import JobFiles
-from uws.jobs import Caller, Control, Jobs
-from uws.model import ListQuery
-from uws.phases import Phase
+from uws.config import settings as config_mod
+from uws.domain import queueing
+from uws.domain.errors import BadRequest, Forbidden, NotFound
+from uws.domain.model import Caller, ListQuery
+from uws.domain.phases import Phase
+from uws.execution.files import JobFiles
+from uws.usecases.jobs import Control, Jobs
 
 from fakes import MemoryStore, NoWait, RecordingExecutor
 

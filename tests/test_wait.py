@@ -87,7 +87,7 @@ class Waiter(threading.Thread):
 
 
 def watch_of(app):
-    """The app's WAIT registry (uws.waiting.PhaseWatch): tells when a waiter is parked."""
+    """The app's WAIT registry (uws.usecases.waiting.PhaseWatch): tells when a waiter is parked."""
     return app.extensions["uws"].watch
 
 
@@ -464,8 +464,8 @@ def test_hundreds_of_waiters_do_not_block_other_requests(big_server):
 
 
 def test_a_failing_phase_read_is_logged_once_a_minute_and_waiters_keep_waiting(caplog):
-    from uws.phases import Phase
-    from uws.waiting import PhaseWatch
+    from uws.domain.phases import Phase
+    from uws.usecases.waiting import PhaseWatch
     calls = []
 
     def broken(ids):
@@ -474,7 +474,7 @@ def test_a_failing_phase_read_is_logged_once_a_minute_and_waiters_keep_waiting(c
 
     watch = PhaseWatch(broken, interval=0.01)
     try:
-        with caplog.at_level("ERROR", logger="uws.waiting"):
+        with caplog.at_level("ERROR", logger="uws.usecases.waiting"):
             assert watch.wait("a" * 32, Phase.EXECUTING, 0.3) is False
         assert len(calls) >= 5     # it kept trying ...
         logged = [r for r in caplog.records if "waited-for jobs" in r.getMessage()]

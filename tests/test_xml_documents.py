@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lxml_documents as reference
-from uws.callbacks import Delivery
-from uws.model import ErrorSummary, Job, JobRef, Parameter, Result, fits_xml, xml_text
-from uws.phases import Phase
+from uws.domain.model import Delivery, ErrorSummary, Job, JobRef, Parameter, Result, fits_xml, xml_text
+from uws.domain.phases import Phase
+from uws.domain.timeutil import format_time
 from uws.render import xml as xmlr
-from uws.timeutil import format_time
 
 from conftest import assert_valid_uws
 

@@ -55,7 +55,7 @@ def jobs_command(argv: list[str]) -> int:
 def worker_command(args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
 
     _log_setup()
     try:
@@ -82,7 +82,7 @@ def _log_setup() -> None:
 def serve_command(args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
     from .store.schema import SchemaError
 
     _log_setup()
@@ -112,7 +112,7 @@ def db_command(args) -> int:
     """``uws db upgrade`` / ``uws db current`` on the configuration's database."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from . import config as config_mod
+    from .config import settings as config_mod
     from .store.engine import make_engine
     from .store.schema import SchemaError
 
@@ -200,7 +200,7 @@ class DeferredApp:
 
 
 def _listen(app, cfg):
-    from . import httpserver
+    from .http import server as httpserver
     open_files = httpserver.raise_open_file_limit()
     return httpserver.create(app, cfg, open_files, _server_name(cfg.host))
 

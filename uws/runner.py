@@ -75,7 +75,7 @@ Runner = Callable[[dict[str, Any], Context], None]
 
 def check_result(name: str, filename: str, mime_type: str) -> None:
     """ValueError for a result the job could not show (see :meth:`Context.add_result`)."""
-    from .model import valid_mime_type, valid_result_id
+    from .domain.model import valid_mime_type, valid_result_id
     if not valid_result_id(name):
         raise ValueError(f"result name {name!r}: no spaces, slashes or control characters")
     if any(c.isspace() for c in filename):

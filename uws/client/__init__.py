@@ -1,4 +1,5 @@
 """A Python client for any UWS 1.1 job server (UWS 1.0 where cheap), with ``requests``.
+An entry point of its own (``uws jobs``); it imports nothing else of uws.
 
     from uws.client import Client
     jobs = Client("http://127.0.0.1:8700/sleep", token="...")

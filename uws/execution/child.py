@@ -22,7 +22,7 @@ import sys
 import threading
 import traceback
 
-from ..model import is_upload_value
+from ..domain.model import is_upload_value
 from ..runner import Retryable
 from .supervisor import PR_SET_PDEATHSIG, prctl, supervise
 
@@ -116,8 +116,8 @@ class ChildContext:
 
 
 def typed_parameters(task: dict) -> dict:
-    from ..model import Parameter
-    from ..parameters import ParamSpec, typed_values
+    from ..domain.model import Parameter
+    from ..domain.parameters import ParamSpec, typed_values
     specs = [ParamSpec(**{**s, "choices": tuple(s["choices"])}) for s in task["specs"]]
     params = [Parameter(n, v, b) for n, v, b in task["parameters"]]
     return typed_values(specs, params)

@@ -38,8 +38,8 @@ import signal
 import threading
 import time
 
-from .. import timeutil, timing
-from ..ports import RunStore, Settings
+from ..domain import timeutil, timing
+from ..usecases.ports import RunStore, Settings
 from .strays import kill_strays
 
 log = logging.getLogger(__name__)
@@ -184,8 +184,8 @@ MAX_REDISPATCH = 64
 
 def run_worker(cfg, argv: list[str] | None = None) -> None:
     """A Celery worker running ``cfg.slots`` jobs at once (``uws worker``)."""
-    from ..files import JobFiles
     from ..store import Store
+    from .files import JobFiles
     from .process import ProcessExecutor
     store = Store(cfg.db_url, pool_size=max(4, cfg.slots + 2))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)

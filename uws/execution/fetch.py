@@ -11,7 +11,7 @@ inputs of command runners):
   once per request, so a second answer (DNS rebinding) cannot redirect it;
 - redirects are followed here, a bounded number, each target checked again;
 - the body is capped in size and the whole fetch in time (a deadline that ends
-  even a server sending a byte now and then: uws.pinned).
+  even a server sending a byte now and then: uws.http.pinned).
 
 Errors say nothing about internal hosts: a refused address, a closed port, an
 unreachable host and a failed name lookup all give the same message.
@@ -21,14 +21,13 @@ Standard library only: it runs in each job's child process.
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import os
-import socket
 import ssl
 import time
 from urllib.parse import urljoin, urlsplit
 
-from ..pinned import PinnedConnection, request_target
+from ..http.pinned import PinnedConnection, request_target
+from ..usecases.addresses import listed, resolve
 
 MAX_REDIRECTS = 5
 TIMEOUT_SECONDS = 60.0
@@ -99,37 +98,6 @@ def _addresses(host: str, port: int, url: str, checked: bool) -> list[str]:
         return resolve(host, port, checked)
     except (OSError, UnicodeError, ValueError):
         raise _unreachable(url) from None
-
-
-def resolve(host: str, port: int, checked: bool) -> list[str]:
-    """The addresses to connect to: all of them public unless ``checked`` is false
-    (the host is allow-listed).  OSError when the name does not resolve,
-    ValueError when an answer is internal: the name is refused if any is."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    found: list[str] = []
-    for *_, sockaddr in infos:
-        address = str(sockaddr[0])
-        if checked and not public(address):
-            raise ValueError(f"{host} has an internal address")
-        if address not in found:
-            found.append(address)
-    if not found:
-        raise OSError(f"{host} has no address")
-    return found
-
-
-def listed(host: str, allowed) -> bool:
-    """Whether ``host`` is one of the ``allowed`` names (lower case, no final dot)."""
-    return host.lower().rstrip(".") in allowed
-
-
-def public(address: str) -> bool:
-    """Whether an IP address is one a job may reach without an allow-list."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if ip.version == 6:     # an IPv4 address inside IPv6 is judged as IPv4
-        ip = ip.ipv4_mapped or ip.sixtofour or ip
-    return ip.is_global and not (ip.is_private or ip.is_loopback or ip.is_link_local
-                                 or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
 
 
 def _unreachable(url: str) -> FetchError:

@@ -49,7 +49,7 @@ JOB_FDS = 4
 REPORT_FD = 3
 #: imported before any runner module: the child, and what it would import in every
 #: job (typed parameters, the runner's Context, URL fetching): ~10 ms each otherwise
-PRELOADED = ("uws.execution.child", "uws.services", "uws.runner", "uws.execution.fetch")
+PRELOADED = ("uws.execution.child", "uws.domain.services", "uws.runner", "uws.execution.fetch")
 
 
 def _threads() -> int:

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from ..files import make_private_dir, open_dir_beneath
+from .files import make_private_dir, open_dir_beneath
 
 log = logging.getLogger(__name__)
 

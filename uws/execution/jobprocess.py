@@ -17,9 +17,9 @@ import signal
 import subprocess
 import sys
 
-from .. import timing
-from ..model import Claim
-from ..ports import Files, Settings
+from ..domain import timing
+from ..domain.model import Claim
+from ..usecases.ports import Files, Settings
 from . import cgroups
 from .forkclient import ForkedJob, ForkServer, ForkServerDown
 from .forkserver import REPORT_FD

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import threading
 
-from ..model import ErrorSummary
-from ..ports import Files, RunStore
-from . import lost
+from ..domain.model import ErrorSummary
+from ..usecases import lost
+from ..usecases.ports import Files, RunStore
 from .forkclient import ForkedJob
 from .jobprocess import Running
 

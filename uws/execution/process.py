@@ -21,10 +21,10 @@ import time
 import uuid
 from collections.abc import Callable
 
-from .. import timing
-from ..model import Claim, ErrorSummary, LeaseState
-from ..phases import Phase
-from ..ports import Files, RunStore, Settings
+from ..domain import timing
+from ..domain.model import Claim, ErrorSummary, LeaseState
+from ..domain.phases import Phase
+from ..usecases.ports import Files, RunStore, Settings
 from .base import Executor
 from .forkclient import ForkedJob
 from .jobprocess import JobProcesses, Running

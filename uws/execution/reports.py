@@ -9,11 +9,11 @@ import select
 import time
 from collections.abc import Callable
 
-from .. import timing
-from ..errors import NotFound
-from ..model import Claim, Result, valid_mime_type, valid_result_id
-from ..ports import Files, RunStore
-from ..services import Service
+from ..domain import timing
+from ..domain.errors import NotFound
+from ..domain.model import Claim, Result, valid_mime_type, valid_result_id
+from ..domain.services import Service
+from ..usecases.ports import Files, RunStore
 
 log = logging.getLogger(__name__)
 MAX_LINE = 4096

@@ -13,11 +13,10 @@ from typing import Any
 
 from lxml import etree
 
-from ..batchmodel import Batch, BatchJob, Progress
-from ..callbacks import Delivery
-from ..model import xml_text
-from ..phases import Phase
-from ..timeutil import format_time
+from ..domain.batchmodel import Batch, BatchJob, Progress
+from ..domain.model import Delivery, xml_text
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
 from .json import callback as callback_json
 from .xml import XLINK_NS
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from ..phases import Phase
-from ..timeutil import format_time
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
 
 WIDTH, HEIGHT = 640, 200
 #: Stroke colours (SVG attributes, not inline styles, which the CSP refuses).

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..events import JobEvent
-from ..timeutil import format_time
+from ..domain.model import JobEvent
+from ..domain.timeutil import format_time
 
 
 def event(e: JobEvent) -> dict[str, Any]:

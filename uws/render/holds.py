@@ -10,9 +10,8 @@ from typing import Any
 
 from lxml import etree
 
-from ..holds import Hold
-from ..model import xml_text
-from ..timeutil import format_time
+from ..domain.model import Hold, xml_text
+from ..domain.timeutil import format_time
 
 HOLDS_NS = "urn:ivoa-uws-server:holds"
 _H = "{%s}" % HOLDS_NS

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring as _string
 from typing import Any
 
-from .. import timeutil
-from ..model import Job, JobRef
-from ..timeutil import format_time
+from ..domain import timeutil
+from ..domain.model import Job, JobRef
+from ..domain.timeutil import format_time
 from .xml import VERSION, Links, parameter_value
 
 
@@ -42,7 +42,7 @@ def error_summary(job: Job) -> dict[str, Any] | None:
 
 def progress(job: Job, now) -> dict[str, Any]:
     """What ``<info:progress>`` in ``jobInfo`` says, as numbers (null when unknown)."""
-    from ..estimates import elapsed_seconds, remaining_seconds
+    from ..domain.estimates import elapsed_seconds, remaining_seconds
     return {"percent": job.progress, "elapsedSeconds": elapsed_seconds(job, now),
             "remainingSeconds": remaining_seconds(job, now), "message": job.progress_message}
 

@@ -1,9 +1,9 @@
-"""The statistics document (:class:`uws.stats.Report`) as XML in our own namespace
+"""The statistics document (:class:`uws.usecases.stats.Report`) as XML in our own namespace
 (schemas/uws-stats-v1.xsd) and as JSON of the same shape.
 
 Durations are seconds, to the millisecond; a percentile of a window without
 samples is left out of the XML and ``null`` in the JSON.  Phases are listed in
-the order of :class:`uws.phases.Phase`, those without jobs left out.
+the order of :class:`uws.domain.phases.Phase`, those without jobs left out.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 from lxml import etree
 
-from ..model import xml_text
-from ..phases import Phase
-from ..stats import Durations, Figures, Report
-from ..timeutil import format_time
+from ..domain.model import xml_text
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
+from ..usecases.stats import Durations, Figures, Report
 
 STATS_NS = "urn:ivoa-uws-server:stats:v1"
 SCHEMA = "uws-stats-v1.xsd"

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from lxml import etree
 
-from ..timeutil import format_time
+from ..domain.timeutil import format_time
 
 AVAILABILITY_NS = "http://www.ivoa.net/xml/VOSIAvailability/v1.0"
 CAPABILITIES_NS = "http://www.ivoa.net/xml/VOSICapabilities/v1.0"

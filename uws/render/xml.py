@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 from lxml import etree
 
-from .. import timeutil
-from ..model import Job, JobRef, xml_text
-from ..timeutil import format_time
+from ..domain import timeutil
+from ..domain.model import Job, JobRef, xml_text
+from ..domain.timeutil import format_time
 
 UWS_NS = "http://www.ivoa.net/xml/UWS/v1.0"
 XLINK_NS = "http://www.w3.org/1999/xlink"
@@ -128,7 +128,7 @@ INFO_NS = "urn:ivoa-uws-server:jobinfo"
 
 def progress_info(job: Job, now) -> str:
     """``<uws:jobInfo>`` content: percent complete, message, time spent and remaining."""
-    from ..estimates import elapsed_seconds, remaining_seconds
+    from ..domain.estimates import elapsed_seconds, remaining_seconds
     start = f'<info:progress xmlns:info="{INFO_NS}"'
     if job.progress is not None:
         start += f' percent="{job.progress:.1f}"'

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .. import phases
-from ..callbacks import Delivery
+from ..domain import phases
+from ..domain.model import Delivery
 from . import callbacks
 from .changes import Change
 from .tables import batch as T

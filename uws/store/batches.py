@@ -12,14 +12,12 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from .. import phases
-from ..batchmodel import Batch, BatchJob, Progress
-from ..callbacks import Delivery
-from ..errors import OverQuota
-from ..holds import STOPPED
-from ..model import Job, Parameter
-from ..phases import Event, Phase
-from ..services import Quota
+from ..domain import phases
+from ..domain.batchmodel import Batch, BatchJob, Progress
+from ..domain.errors import OverQuota
+from ..domain.model import STOPPED, Delivery, Job, Parameter
+from ..domain.phases import Event, Phase
+from ..domain.services import Quota
 from . import batchcallbacks, counts, usage
 from .changes import Change, chunks
 from .connections import reading, writing

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from .. import callbacks, phases, timeutil
+from ..domain import phases, timeutil
+from ..domain.model import PENDING, Delivery
 from .changes import Change, ManyHook, chunks
 from .connections import reading, writing
 from .direct import DirectWrite
@@ -68,7 +69,7 @@ def add_delivery(conn: sa.Connection, kind: str, subject_id: str, service: str, 
     """A delivery due now for another kind of subject (inside its ending transaction)."""
     now = timeutil.now()
     conn.execute(C.insert().values(subject_kind=kind, subject_id=subject_id, service=service,
-                                   owner=owner, url=url, state=callbacks.PENDING, attempts=0,
+                                   owner=owner, url=url, state=PENDING, attempts=0,
                                    due_time=now, next_attempt=now))
 
 
@@ -86,7 +87,7 @@ class CallbackQueries:
                 name(conn, job_id, url)
             return pending
 
-    def callback_of(self, job_id: str) -> callbacks.Delivery | None:
+    def callback_of(self, job_id: str) -> Delivery | None:
         """What became of the job's callback (None: it named none; waiting: it has
         not ended yet), from its latest delivery."""
         with reading(self.engine) as conn:
@@ -97,7 +98,7 @@ class CallbackQueries:
         """A due delivery, leased to ``worker`` (the row), or None when none is due."""
         now = timeutil.now()
         free = sa.or_(C.c.lease_expires.is_(None), C.c.lease_expires < now)
-        due = (C.c.state == callbacks.PENDING, C.c.next_attempt <= now, free)
+        due = (C.c.state == PENDING, C.c.next_attempt <= now, free)
         with reading(self.engine) as conn:
             ids = conn.execute(sa.select(C.c.id).where(*due).order_by(C.c.next_attempt)
                                .limit(_CANDIDATES)).scalars().all()
@@ -124,7 +125,7 @@ def _enqueue_statement(which):
         ["subject_kind", "subject_id", "service", "owner", "url", "state", "attempts",
          "due_time", "next_attempt"],
         sa.select(sa.literal(JOB), J.c.id, J.c.service, J.c.owner, JC.c.url,
-                  sa.literal(callbacks.PENDING), sa.literal(0),
+                  sa.literal(PENDING), sa.literal(0),
                   sa.bindparam("now", type_=sa.DateTime), sa.bindparam("now", type_=sa.DateTime))
         .select_from(J.join(JC, JC.c.job_id == J.c.id)).where(which))
 
@@ -132,11 +133,11 @@ def _enqueue_statement(which):
 _ENQUEUE = _enqueue_statement(J.c.id.in_(sa.bindparam("ids", expanding=True)))
 _ENQUEUE_ONE = DirectWrite(_enqueue_statement(J.c.id == sa.bindparam("id")))
 # The named URL with the latest delivery, if any (one indexed read).
-def outcome(row) -> callbacks.Delivery:
+def outcome(row) -> Delivery:
     """The Delivery a row of :data:`OUTCOME` describes."""
     if row["state"] is None:
-        return callbacks.Delivery(row["named"])
-    return callbacks.Delivery(row["url"], row["state"], row["attempts"], row["last_status"],
+        return Delivery(row["named"])
+    return Delivery(row["url"], row["state"], row["attempts"], row["last_status"],
                               row["last_error"], row["delivered_time"])
 
 

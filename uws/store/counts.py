@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..model import Claim
-from ..phases import Phase
+from ..domain.model import Claim
+from ..domain.phases import Phase
 from .direct import DirectWrite, ReadIn
 from .tables import job as J
 from .tables import job_count as C

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from .. import timeutil
-from ..events import EventPage, JobEvent
+from ..domain import timeutil
+from ..domain.model import EventPage, JobEvent
 from .changes import Change, ManyHook
 from .connections import reading, writing
 from .direct import DirectWrite

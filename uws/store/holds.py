@@ -24,9 +24,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .. import timeutil
-from ..holds import EVERYONE, QUOTA, STOPPED, Hold
-from ..phases import TERMINAL, Event, Phase, sources, target
+from ..domain import timeutil
+from ..domain.model import EVERYONE, QUOTA, STOPPED, Hold
+from ..domain.phases import TERMINAL, Event, Phase, sources, target
 from .changes import Change
 from .connections import reading, writing
 from .direct import DirectWrite, ReadIn, together
@@ -310,7 +310,7 @@ _APPLYING_SHARED = ReadIn(_APPLYING.with_for_update(read=True))
 
 
 def _run_event(phase: Phase, held_for: str | None, hold_applies: bool) -> Event | None:
-    """What PHASE=RUN does to a job in ``phase``: an event of uws.phases, or None."""
+    """What PHASE=RUN does to a job in ``phase``: an event of uws.domain.phases, or None."""
     if phase is Phase.PENDING:
         return Event.RUN_HELD if hold_applies else Event.RUN
     if phase is Phase.HELD and held_for != QUOTA and not hold_applies:

@@ -13,12 +13,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import timeutil
-from ..errors import OverQuota
-from ..model import Claim, ErrorSummary, Job, Parameter, Result
-from ..phases import Phase
-from ..ports import ChangeSink
-from ..services import Quota
+from ..domain import timeutil
+from ..domain.errors import OverQuota
+from ..domain.model import Claim, ErrorSummary, Job, Parameter, Result
+from ..domain.phases import Phase
+from ..domain.services import Quota
+from ..usecases.ports import ChangeSink
 from . import batchcallbacks, callbacks, counts, direct, usage
 from .changes import Change, ChangeHook, ChangeRecorder
 from .connections import Readers, reading, writing
@@ -314,7 +314,7 @@ class Store(ChangeRecorder, JobChanges, HoldQueries, RunningQueries, ListQueries
                   phase: Phase = Phase.COMPLETED, batch: int = 20000) -> None:
         """Bulk-insert finished jobs (benchmarks and scale tests), counted, each with
         its bytes row (0) as every job has; the change hooks do not see them."""
-        from ..model import new_job_id
+        from ..domain.model import new_job_id
         base = timeutil.now() - dt.timedelta(seconds=count)
         with self.engine.begin() as conn:
             for start in range(0, count, batch):

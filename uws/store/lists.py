@@ -9,9 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import timeutil
-from ..model import JobRef, ListQuery
-from ..phases import Phase
+from ..domain import timeutil
+from ..domain.model import JobRef, ListQuery
+from ..domain.phases import Phase
 from . import counts, direct
 from .connections import Readers, reading
 from .tables import job as J

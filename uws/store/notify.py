@@ -4,7 +4,7 @@ Every phase change (and deletion) sends ``NOTIFY uws_job, '<job id>'`` in the
 transaction that makes it (:func:`announce`), so PostgreSQL delivers it at
 commit and never for a rollback.  :class:`ChangeListener` holds one connection
 per process that LISTENs on the channel and passes each job id to a
-:class:`uws.ports.ChangeSink`; while idle it sends nothing (TCP keepalives
+:class:`uws.usecases.ports.ChangeSink`; while idle it sends nothing (TCP keepalives
 notice a dead peer).  While it is disconnected the sink polls instead.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ..ports import ChangeSink
+from ..usecases.ports import ChangeSink
 from .direct import DirectWrite
 
 if TYPE_CHECKING:       # psycopg is an optional dependency (the postgres extra)

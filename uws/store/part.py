@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from ..model import Result
+from ..domain.model import Result
 from .changes import Change
 
 

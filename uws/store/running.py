@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
-from .. import phases, timeutil
-from ..model import Claim, ErrorSummary, LeaseState
-from ..phases import Event, Phase
+from ..domain import phases, timeutil
+from ..domain.model import Claim, ErrorSummary, LeaseState
+from ..domain.phases import Event, Phase
 from . import counts, direct, usage
 from .changes import Change, Times
 from .connections import Readers, reading, writing

@@ -1,5 +1,5 @@
 """Statistics storage: the duration histograms kept by a change hook, and the
-sampled job counts behind the history chart (see :mod:`uws.stats` for what they mean).
+sampled job counts behind the history chart (see :mod:`uws.usecases.stats` for what they mean).
 
 :func:`record_durations` runs inside each changing transaction (Store registers
 it in ``change_hooks``), after the counters: a job that starts adds one to its
@@ -21,8 +21,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .. import stats, timeutil
-from ..phases import Phase
+from ..domain import timeutil
+from ..domain.phases import Phase
+from ..usecases import stats
 from . import counts
 from .changes import Change, ManyHook, chunks
 from .connections import reading, writing
@@ -107,7 +108,7 @@ _SAMPLE_INSERT: dict[str, Any] = {"postgresql": postgresql.insert(S), "sqlite": 
 
 
 class StatsStore:
-    """The reads of :class:`uws.stats.Statistics`, and the sweeps' writes."""
+    """The reads of :class:`uws.usecases.stats.Statistics`, and the sweeps' writes."""
 
     def __init__(self, engine: sa.Engine):
         self.engine = engine

@@ -175,7 +175,7 @@ hold = Table(
 )
 
 # Durations of the jobs that started (wait: creation to start) and ended (run: start
-# to end), as counts per log-spaced bin of each time bucket (uws/stats.py: 5 minutes
+# to end), as counts per log-spaced bin of each time bucket (uws/usecases/stats.py: 5 minutes
 # wide for the hour window, an hour wide for the day window), kept by a
 # change hook (uws/store/stats.py): percentiles over a window read a few hundred rows.
 duration_bins = Table(

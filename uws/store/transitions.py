@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 
-from .. import phases, timeutil
-from ..model import Claim, ErrorSummary, Result
-from ..phases import Event, Phase
+from ..domain import phases, timeutil
+from ..domain.model import Claim, ErrorSummary, Result
+from ..domain.phases import Event, Phase
 from . import counts, usage
 from .changes import Change, Times
 from .connections import reading, writing
@@ -28,7 +28,7 @@ from .tables import job as J
 class JobChanges(StorePart):
     progress_events: ProgressThrottle       # uws.store.jobs
 
-    # -- phase changes: one method per event of the table in uws.phases -----------
+    # -- phase changes: one method per event of the table in uws.domain.phases ----
     # Each sets exactly the fields it names, in the same conditional UPDATE that
     # checks the job is in one of the event's source phases; True if this call won.
     # A worker recording its attempt gives its ``claim``: the change is then made
@@ -128,7 +128,7 @@ class JobChanges(StorePart):
     def set_destruction(self, job_id: str, when: dt.datetime, now: dt.datetime) -> bool:
         """While the job is not archived and its destruction time is after ``now``;
         False otherwise.  A time come is final: the sweep that destroys the job
-        (uws.sweeps) may already have read it, and would destroy the job anyway."""
+        (uws.usecases.sweeps) may already have read it, and would destroy the job anyway."""
         not_due = sa.or_(J.c.destruction.is_(None), J.c.destruction > now)
         return self._set_while(job_id, set(Phase) - {Phase.ARCHIVED}, not_due,
                                destruction=when)

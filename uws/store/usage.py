@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..phases import Phase
+from ..domain.phases import Phase
 from .counts import slot_of
 from .direct import DirectWrite, ReadIn
 from .tables import job as J

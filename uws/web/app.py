@@ -11,23 +11,23 @@ from flask import Flask, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
-from .. import config as config_mod
-from ..delivery import Deliverer
-from ..errors import BadRequest, Forbidden, NotFound, UWSError
-from ..events import Bell, EventFeed, Sinks
+from ..config import settings as config_mod
+from ..domain.errors import BadRequest, Forbidden, NotFound, UWSError
 from ..execution import NullExecutor
+from ..execution.delivery import Deliverer
+from ..execution.files import JobFiles, make_private_dir
 from ..execution.process import ProcessExecutor
-from ..files import JobFiles, make_private_dir
-from ..hosts import HostPolicy
-from ..jobs import Jobs
-from ..ports import Executor
+from ..execution.scheduler import start_scheduler
+from ..http.hosts import HostPolicy
 from ..resources import templates_dir
-from ..scheduler import start_scheduler
-from ..stats import Statistics
 from ..store import Store
 from ..store.stats import StatsStore
-from ..sweeps import Sweeps
-from ..waiting import PhaseWatch
+from ..usecases.events import Bell, EventFeed, Sinks
+from ..usecases.jobs import Jobs
+from ..usecases.ports import Executor
+from ..usecases.stats import Statistics
+from ..usecases.sweeps import Sweeps
+from ..usecases.waiting import PhaseWatch
 from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
 from .headers import add_missing
 from .http import MAX_FORM_BYTES, base_url, json_response, text
@@ -59,7 +59,7 @@ def create_app(config=None) -> Flask:
     """Build the app from a Config, a dict shaped like the TOML file, a path to
     one, or nothing (then ``UWS_CONFIG`` and the ``UWS_*`` variables decide).
 
-    Raises :class:`uws.config.ConfigError` for a configuration that cannot be
+    Raises :class:`uws.config.settings.ConfigError` for a configuration that cannot be
     used, before anything starts."""
     cfg = _as_config(config)
     app = App(__name__, template_folder=str(templates_dir()), static_folder=None)

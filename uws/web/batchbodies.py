@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import request
 
-from ..errors import BadRequest, TooLarge
+from ..domain.errors import BadRequest, TooLarge
 from .http import UnsupportedMediaType, check_unencoded, form_pairs, split_control, uploads
 
 MAX_BATCH_BYTES = 32 << 20

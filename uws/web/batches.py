@@ -1,14 +1,14 @@
 """Batches: /{service}/batches (list, create) and /{service}/batches/{id} (report,
-run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.batches."""
+run, abort, repeat, delete), as XML, JSON or HTML.  The use cases are uws.usecases.batches."""
 from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
-from ..batches import BatchControl, Batches
-from ..errors import BadRequest
+from ..domain.errors import BadRequest
 from ..render import batch as render
 from ..store.batches import BatchStore
+from ..usecases.batches import BatchControl, Batches
 from . import pages
 from .access import service_view
 from .batchbodies import read_batch

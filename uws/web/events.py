@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import MethodNotAllowed
 
-from .. import events as ev
-from .. import numbers
-from ..errors import BadRequest
+from ..domain import numbers
+from ..domain.errors import BadRequest
 from ..render import events as render
+from ..usecases import events as ev
 from . import identity
 from .access import service_view
 from .http import base_url, jobs_api, json_response, query_value

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import queueing, timeutil
-from ..errors import BadRequest
-from ..jobs import parse_duration
-from ..model import check_run_id
-from ..parameters import TRUE_WORDS, ParameterError, ParamSpec, collect
-from ..services import Service
+from ..domain import queueing, timeutil
+from ..domain.errors import BadRequest
+from ..domain.model import check_run_id
+from ..domain.parameters import TRUE_WORDS, ParameterError, ParamSpec
+from ..domain.services import Service, collect
+from ..usecases.jobs import parse_duration
 
 INPUTS = {"integer": "number", "float": "number", "boolean": "checkbox", "enum": "select",
           "datetime": "datetime-local", "file": "file", "string": "text"}

@@ -9,9 +9,9 @@ from __future__ import annotations
 from flask import Blueprint, Flask, request
 from werkzeug.exceptions import MethodNotAllowed
 
-from ..errors import BadRequest, UWSError
-from ..holds import Holds
+from ..domain.errors import BadRequest, UWSError
 from ..render import holds as render
+from ..usecases.holds import Holds
 from . import identity, pages
 from .access import service_view
 from .http import base_url, form_pairs, jobs_api, json_response, see_other, single, split_control, xml

@@ -6,7 +6,7 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
-from ..errors import BadRequest, UWSError
+from ..domain.errors import BadRequest, UWSError
 from .incoming import current
 from .negotiation import url_root
 
@@ -22,7 +22,7 @@ class UnsupportedMediaType(UWSError):
 
 
 def jobs_api():
-    """The use-case object of this app (uws.jobs.Jobs)."""
+    """The use-case object of this app (uws.usecases.jobs.Jobs)."""
     return current_app.extensions["uws"]
 
 
@@ -144,7 +144,7 @@ def query_value(name: str) -> str | None:
 
 def base_url() -> str:
     """``[server] public_url``, else scheme://host[:port]/prefix/ exactly as the client
-    addressed us (a Host this server answers to: see uws.hosts)."""
+    addressed us (a Host this server answers to: see uws.http.hosts)."""
     return jobs_api().config.public_url or url_root() or request.url_root
 
 

@@ -18,8 +18,8 @@ import hmac
 from flask import current_app, request
 
 from ..auth import AuthConfig, token_digest
-from ..errors import BadRequest, UWSError
-from ..jobs import ANONYMOUS, Caller
+from ..domain.errors import BadRequest, UWSError
+from ..domain.model import ANONYMOUS, Caller
 from .incoming import current
 from .passwords import PasswordGate
 

@@ -14,7 +14,7 @@ from flask import Request, request
 from werkzeug.formparser import FormDataParser, MultiPartParser
 
 if TYPE_CHECKING:
-    from ..jobs import Caller
+    from ..domain.model import Caller
 
 
 #: A codec that decodes UTF-8 strictly whatever error handling its caller asks for:

@@ -6,12 +6,12 @@ import dataclasses
 from flask import Blueprint, request
 from werkzeug.datastructures import FileStorage
 
-from .. import numbers
-from ..errors import BadRequest, NotFound, TooLarge
-from ..jobs import Caller
+from ..domain import numbers
+from ..domain.errors import BadRequest, NotFound, TooLarge
+from ..domain.model import Caller
+from ..domain.timeutil import format_time
 from ..render import json as jsonr
 from ..render import xml as xmlr
-from ..timeutil import format_time
 from . import forms, identity, pages
 from .access import job_use_case_view, job_view
 from .downloads import download

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from ..errors import BadRequest
-from ..jobs import Control
+from ..domain.errors import BadRequest
 from ..render import json as jsonr
 from ..render import xml as xmlr
+from ..usecases.jobs import Control
 from . import forms, pages, paging
 from .access import service_view
 from .http import (

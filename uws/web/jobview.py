@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import estimates, phases, timeutil
-from ..model import Job, Parameter
-from ..phases import Phase
+from ..domain import estimates, phases, timeutil
+from ..domain.model import Job, Parameter
+from ..domain.phases import Phase
 from ..render.xml import Links
 
 

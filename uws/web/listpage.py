@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from urllib.parse import urlencode
 
-from ..model import ListQuery
-from ..phases import Phase
-from ..timeutil import format_time
+from ..domain.model import ListQuery
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
 from . import paging
 
 PAGE_SIZE = 50

@@ -24,8 +24,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import MethodNotAllowed
 
-from ..errors import Forbidden
-from ..phases import Phase
+from ..domain.errors import Forbidden
+from ..domain.phases import Phase
 from . import identity
 from .http import jobs_api
 from .incoming import current

@@ -121,7 +121,7 @@ def usable_host() -> bool:
 def host_problem() -> str | None:
     """Why this request's Host header cannot be answered, or None.  werkzeug refuses
     some names (empty labels, invalid IDNA such as ``xn--a``); the others must be one of
-    this server's (:mod:`uws.hosts`).  Without the header (HTTP/1.0) the server's own
+    this server's (:mod:`uws.http.hosts`).  Without the header (HTTP/1.0) the server's own
     name is used, which needs no check."""
     return _site()[0]
 

@@ -10,10 +10,10 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, render_template, request, url_for
 from werkzeug.http import HTTP_STATUS_CODES
 
-from ..errors import UWSError
-from ..phases import Phase
+from ..domain.errors import UWSError
+from ..domain.phases import Phase
+from ..domain.timeutil import format_time
 from ..render.xml import Links
-from ..timeutil import format_time
 from . import forms, listpage
 from .http import base_url, job_url, jobs_api
 from .jobview import JobView

@@ -14,11 +14,11 @@ import dataclasses
 import datetime as dt
 from urllib.parse import urlencode
 
-from .. import numbers
-from ..errors import BadRequest
-from ..model import ListQuery, is_job_id
-from ..phases import Phase, parse_phase
-from ..timeutil import parse_time
+from ..domain import numbers
+from ..domain.errors import BadRequest
+from ..domain.model import ListQuery, is_job_id
+from ..domain.phases import Phase, parse_phase
+from ..domain.timeutil import parse_time
 from .http import query_value, query_values
 
 MAX_PAGE = 10000

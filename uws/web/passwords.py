@@ -27,7 +27,7 @@ from collections import Counter
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..auth import AuthConfig
-from ..errors import UWSError
+from ..domain.errors import UWSError
 
 #: Addresses and names whose failures are counted at once (the oldest are forgotten).
 TRACKED = 10_000

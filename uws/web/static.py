@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, send_from_directory
 
-from ..errors import NotFound
+from ..domain.errors import NotFound
 from ..resources import templates_dir
 
 bp = Blueprint("static_files", __name__)

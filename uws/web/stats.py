@@ -9,11 +9,11 @@ from __future__ import annotations
 from flask import Blueprint, Flask, current_app
 from werkzeug.exceptions import MethodNotAllowed
 
-from .. import timeutil
-from ..errors import UWSError
+from ..domain import timeutil
+from ..domain.errors import UWSError
 from ..render import chart
 from ..render import stats as render
-from ..stats import Report, Statistics, parse_window
+from ..usecases.stats import Report, Statistics, parse_window
 from . import identity, pages
 from .access import service_view
 from .http import base_url, jobs_api, json_response, query_value, xml

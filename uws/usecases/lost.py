@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..model import Claim, ErrorSummary
-from ..ports import RunStore
-from ..queueing import backoff_seconds
-from ..services import Service
+from ..domain.model import Claim, ErrorSummary
+from ..domain.queueing import backoff_seconds
+from ..domain.services import Service
+from .ports import RunStore
 
 
 def release(store: RunStore, service: Service | None, job_id: str, message: str, *,

@@ -10,7 +10,7 @@ A stream holds an HTTP thread, so streams are bounded per server and per owner
 ``event_stream_seconds`` (clients reconnect and resume after their last event).
 It wakes when a change is committed: in this process through the store's
 listeners, from other processes through PostgreSQL's LISTEN (the :class:`Bell`
-is a :class:`uws.ports.ChangeSink`); without that channel (SQLite, or while it
+is a :class:`uws.usecases.ports.ChangeSink`); without that channel (SQLite, or while it
 is down) it reads the log every :data:`POLL` seconds.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from .errors import BadRequest, Forbidden, UWSError
-from .jobs import Caller
+from ..domain.errors import BadRequest, Forbidden, UWSError
+from ..domain.model import Caller, EventPage, JobEvent
 from .ports import ChangeSink, EventStore, Settings
 
 #: seconds between two comment lines on an idle stream (keeps proxies from closing it)
@@ -39,25 +39,6 @@ CHECK = 1.0
 #: events per page (polling) and per read (streams)
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
-
-
-@dataclasses.dataclass(frozen=True)
-class JobEvent:
-    seq: int                    # the event id, what Last-Event-ID and after= name
-    time: dt.datetime
-    service: str
-    owner: str                  # "" = anonymous
-    job_id: str
-    batch_id: str | None
-    old_phase: str | None       # None: the job was created
-    new_phase: str | None       # None: the job was deleted
-    progress: float | None
-
-
-@dataclasses.dataclass(frozen=True)
-class EventPage:
-    events: list[JobEvent]
-    pending: bool       # later events exist but wait for older transactions to end
 
 
 class TooManyStreams(UWSError):
@@ -103,7 +84,7 @@ class Bell:
 
 
 class Sinks:
-    """One :class:`uws.ports.ChangeSink` passing everything to several."""
+    """One :class:`uws.usecases.ports.ChangeSink` passing everything to several."""
 
     def __init__(self, *sinks: ChangeSink):
         self._sinks = sinks

@@ -16,8 +16,8 @@ import threading
 import time
 from collections import OrderedDict, defaultdict
 
-from . import timing
-from .phases import Phase
+from ..domain import timing
+from ..domain.phases import Phase
 
 log = logging.getLogger(__name__)
 ERROR_LOG_INTERVAL = 60.0   # seconds between two logged failures of the poller

@@ -6,28 +6,14 @@ import math
 import time
 from typing import NoReturn
 
-from . import creating, estimates, numbers, phases, queueing, timeutil
-from .errors import BadRequest, Forbidden, NotFound, OverQuota
-from .holds import held_text
-from .model import Job, ListQuery, is_job_id
-from .parameters import ParameterError, collect
-from .phases import Phase
+from ..domain import estimates, numbers, phases, queueing, timeutil
+from ..domain.errors import BadRequest, Forbidden, NotFound, OverQuota
+from ..domain.model import ANONYMOUS, Caller, Job, ListQuery, held_text, is_job_id
+from ..domain.parameters import ParameterError
+from ..domain.phases import Phase
+from ..domain.services import Service, collect
+from . import creating
 from .ports import Executor, Files, JobStore, Settings, Watch
-from .services import Service
-
-
-@dataclasses.dataclass(frozen=True)
-class Caller:
-    """Who is asking: an owner name ("" = anonymous) and whether they administer."""
-    owner: str = ""
-    admin: bool = False
-
-    @property
-    def scope(self) -> str | None:
-        return None if self.admin else self.owner
-
-
-ANONYMOUS = Caller()
 
 
 @dataclasses.dataclass
@@ -39,13 +25,13 @@ class Control:
     destruction: str | None = None
     priority: str | None = None         # PRIORITY (our extension)
     start_after: str | None = None      # STARTAFTER (our extension)
-    callback: str | None = None     # a URL to POST the job to when it ends (uws.callbacks)
+    callback: str | None = None     # a URL to POST the job to when it ends (uws.usecases.callbacks)
 
 
 class Jobs:
     """The use cases of UWS 1.1 §2.2 for one server: each method checks the
     service, the caller's access and the job's phase, and raises a
-    :mod:`uws.errors` exception (NotFound 404, Forbidden 403, BadRequest 400,
+    :mod:`uws.domain.errors` exception (NotFound 404, Forbidden 403, BadRequest 400,
     TooLarge 413) that the web layer maps to its status."""
 
     def __init__(self, *, config: Settings, store: JobStore, files: Files, executor: Executor,

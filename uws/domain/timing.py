@@ -4,7 +4,7 @@ Kept in one place so that their relations stay visible: a lease outlives
 several renewals, and the sweeps run well within the delays UWS clients see.
 """
 
-# -- the sweeps (uws.scheduler) ------------------------------------------------------
+# -- the sweeps (uws.execution.scheduler) ------------------------------------------------
 #: how often EXECUTING jobs past their execution duration are looked for: an
 #: exceeded duration ends the job at most this late
 DEADLINE_SWEEP = 0.25
@@ -46,7 +46,7 @@ PROGRESS_WRITE = 0.2
 #: message was lost, or the broker was down when they were queued)
 REDISPATCH = 5.0
 
-# -- blocking GETs (uws.waiting) -------------------------------------------------------
+# -- blocking GETs (uws.usecases.waiting) ------------------------------------------------
 #: how often the phases of waited-for jobs are read, for changes made by other processes
 WAIT_POLL = 0.05
 

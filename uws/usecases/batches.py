@@ -2,8 +2,8 @@
 together.  No HTTP and no SQL in here.
 
 Each job of a batch is an ordinary job: its parameters are validated exactly as a
-single creation's (:func:`uws.parameters.collect`), it counts against the same quotas,
-and it is deleted by the same use case (:meth:`uws.jobs.Jobs.delete`).
+single creation's (:func:`uws.domain.services.collect`), it counts against the same quotas,
+and it is deleted by the same use case (:meth:`uws.usecases.jobs.Jobs.delete`).
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from . import creating, timeutil
-from .batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
-from .callbacks import Delivery
-from .errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
-from .jobs import ANONYMOUS, Caller, Jobs
-from .model import Job, Parameter, new_job_id
-from .parameters import ParameterError, collect
-from .phases import Phase
-from .services import Quota, Service
+from ..domain import timeutil
+from ..domain.batchmodel import REPEATED, Batch, BatchJob, Progress, is_batch_id
+from ..domain.errors import BadRequest, Forbidden, NotFound, OverQuota, TooLarge
+from ..domain.model import ANONYMOUS, Caller, Delivery, Job, Parameter, new_job_id
+from ..domain.parameters import ParameterError
+from ..domain.phases import Phase
+from ..domain.services import Quota, Service, collect
+from . import creating
+from .jobs import Jobs
 
 #: One job's parameters: (name, value) pairs, as a single creation's form gives them.
 Row = Sequence[tuple[str, str]]
@@ -54,7 +54,7 @@ class BatchControl:
 
 class Batches:
     """Create, read, run, abort, repeat and delete batches; raises the
-    :mod:`uws.errors` exceptions that the web layer maps to statuses."""
+    :mod:`uws.domain.errors` exceptions that the web layer maps to statuses."""
 
     def __init__(self, jobs: Jobs, store: BatchStorage):
         self.jobs = jobs

@@ -25,8 +25,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from .errors import BadRequest
-from .phases import Phase
+from ..domain.errors import BadRequest
+from ..domain.phases import Phase
 
 #: Width of a time bucket of the phase samples (and of the finer histograms).
 BUCKET_SECONDS = 300

@@ -6,7 +6,7 @@ A service's ``callback_hosts`` lists the hosts a ``CALLBACK`` URL may name:
   trusted by the operator, whatever it resolves to, like ``fetch_hosts``;
 - ``*.example.org`` admits its subdomains and ``*`` any host, but only while
   every address they resolve to is public (not loopback, private, link-local,
-  multicast or reserved: the rules of :func:`uws.execution.fetch.public`).
+  multicast or reserved: the rules of :func:`uws.usecases.addresses.public`).
 
 The addresses are checked when the URL is given and again at each delivery
 (DNS may change), and the delivery connects to an address that was checked.
@@ -15,18 +15,15 @@ No Flask and no SQL here.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import hmac
 import ipaddress
 import random
 from urllib.parse import urlsplit
 
-from .execution.fetch import listed, public, resolve
+from .addresses import listed, public, resolve
 
 MAX_URL_LENGTH = 2048
-#: Delivery states: waiting for the subject to end, then pending until delivered or failed.
-WAITING, PENDING, DELIVERED, FAILED = "waiting", "pending", "delivered", "failed"
 MAX_DELAY = 3600.0      # between two attempts, whatever the backoff says
 
 
@@ -41,17 +38,6 @@ class Target:
     host: str
     port: int
     addresses: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Delivery:
-    """What became of a job's callback, shown in its ``jobInfo``."""
-    url: str
-    state: str = WAITING
-    attempts: int = 0
-    status: int | None = None           # the receiver's last HTTP status
-    error: str | None = None            # why the last attempt failed
-    delivered: dt.datetime | None = None
 
 
 def check_url(url: str, hosts: tuple[str, ...]) -> str:

@@ -2,7 +2,7 @@
 
 Never in a request thread nor in a job's process: a slow or dead receiver holds
 one of these threads for at most twice the service's ``callback_timeout`` (the
-whole attempt's deadline, however slowly it trickles its answer: uws.pinned), and
+whole attempt's deadline, however slowly it trickles its answer: uws.http.pinned), and
 the outbox row stays leased meanwhile, so no other thread or process attempts it
 at the same time.
 
@@ -24,12 +24,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import callbacks, timeutil
-from .pinned import PinnedConnection, request_target
-from .render import batch as render_batch
-from .render import json as render_json
-from .render.xml import Links
-from .store.batches import BatchStore
+from ..domain import timeutil
+from ..domain.model import DELIVERED, FAILED
+from ..http.pinned import PinnedConnection, request_target
+from ..render import batch as render_batch
+from ..render import json as render_json
+from ..render.xml import Links
+from ..store.batches import BatchStore
+from ..usecases import callbacks
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ class Deliverer:
             self._failed(row, worker, service, None, f"the request failed ({type(exc).__name__})")
             return
         if 200 <= status < 300:
-            self.store.finish_attempt(row.id, worker, state=callbacks.DELIVERED,
+            self.store.finish_attempt(row.id, worker, state=DELIVERED,
                                       last_status=status, last_error=None,
                                       delivered_time=timeutil.now())
         else:
@@ -172,7 +174,7 @@ class Deliverer:
                                   next_attempt=timeutil.add_seconds(timeutil.now(), delay))
 
     def _give_up(self, row, worker: str, status: int | None, error: str) -> None:
-        self.store.finish_attempt(row.id, worker, state=callbacks.FAILED,
+        self.store.finish_attempt(row.id, worker, state=FAILED,
                                   last_status=status, last_error=error)
 
 

@@ -8,7 +8,7 @@ import weakref
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from . import timing
+from ..domain import timing
 
 
 class _NoOverlapNotices(logging.Filter):

@@ -15,7 +15,7 @@ response keeps a worker thread waiting on it.  Here:
   (:class:`Server`): further ones are closed as soon as they are accepted;
 - waitress reads a whole request body (to memory, then a temporary file) before
   the application, and so authentication, sees it: the bodies being buffered
-  share one budget (:mod:`uws.httpbodies`), and a request whose announced or
+  share one budget (:mod:`uws.http.bodies`), and a request whose announced or
   received body does not fit answers 503 at once;
 - an error in the accept loop is logged and the server goes on;
 - the loop does not poll a connection whose task thread is writing its answer
@@ -44,9 +44,9 @@ from waitress.channel import HTTPChannel
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from .httpbodies import BodyBudget, Parser
+from .bodies import BodyBudget, Parser
 
-log = logging.getLogger("uws.httpserver")
+log = logging.getLogger("uws.http.server")
 
 #: descriptors kept for everything but client connections (database, job files, pipes)
 RESERVED_FDS = 256

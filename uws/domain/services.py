@@ -1,13 +1,13 @@
 """Services (job lists): what a ``[services.NAME]`` table declares, and the checks
 of a request's values against the service's parameters and limits (the
-declarations themselves: :mod:`uws.parameters`)."""
+declarations themselves: :mod:`uws.domain.parameters`)."""
 from __future__ import annotations
 
 import dataclasses
 import re
 
 from . import interpreters
-from .model import valid_mime_type, valid_result_id
+from .model import UPLOAD_MARKER, is_upload_value, valid_mime_type, valid_result_id
 from .parameters import ParameterError, ParamSpec, declared
 
 SERVICE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -104,7 +104,7 @@ class Service:
     retry_backoff: float = declared(10.0, min=0, max=86400)
     retry_backoff_max: float = declared(600.0, min=0, max=86400)
     retry_exit_codes: tuple[int, ...] = ()   # command services: exit statuses 1..255
-    # CALLBACK URLs (uws.callbacks): their hosts ("*.example.org", "*": public ones only);
+    # CALLBACK URLs (uws.usecases.callbacks): their hosts ("*.example.org", "*": public ones only);
     # none = no callbacks.  Deliveries are signed with the secret when there is one
     # (or UWS_CALLBACK_SECRET_<SERVICE>), and retried for a bounded time.
     callback_hosts: tuple[str, ...] = ()
@@ -222,3 +222,66 @@ class Service:
         if limit and (seconds <= 0 or seconds > limit):
             return limit
         return max(seconds, 0)
+
+
+@dataclasses.dataclass
+class Value:
+    """One validated parameter value of a request."""
+    name: str                  # the declared (canonical) name
+    value: str                 # the text, or the URL of a by-reference value
+    upload: object = None      # an uploaded file part, opaque to this layer
+    by_reference: bool = False # a URL standing for the value (file parameters)
+
+
+def collect(service: Service, pairs, uploads: dict, *, creating: bool) -> list[Value]:
+    """Validate a request's parameters against ``service``.
+
+    ``pairs`` are (name, text) in request order; ``uploads`` maps multipart
+    part names to file parts.  A file parameter is either a part of its own
+    name, ``param:PART`` naming a part (UWS 1.1 §2.2.3.1.1), or an http(s) URL.
+    With ``creating``, defaults fill in and required parameters are enforced.
+    """
+    values: list[Value] = []
+    referenced: set[str] = set()
+    for name, text in pairs:
+        spec = service.spec(name)
+        if spec.is_file and is_upload_value(text):
+            part = text.removeprefix(UPLOAD_MARKER)
+            if part not in uploads:
+                raise ParameterError(spec.name, f"no uploaded part named {part!r}")
+            referenced.add(part)
+            values.append(Value(spec.name, "", uploads[part], True))
+        else:
+            service.check_option(spec, text)
+            values.append(Value(spec.name, spec.check(text), by_reference=spec.is_file))
+    for part, upload in uploads.items():
+        if part in referenced:
+            continue
+        spec = service.spec(part)
+        if not spec.is_file:
+            raise ParameterError(spec.name, "expects a value, not an uploaded file")
+        values.append(Value(spec.name, "", upload, True))
+    _refuse_repeats(service, values)
+    if creating:
+        values.extend(_defaults(service, {v.name for v in values}))
+    return values
+
+
+def _refuse_repeats(service: Service, values: list[Value]) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v.name in seen and not service.spec(v.name).multiple:
+            raise ParameterError(v.name, "given more than once")
+        seen.add(v.name)
+
+
+def _defaults(service: Service, given: set[str]) -> list[Value]:
+    added = []
+    for spec in service.parameters:
+        if spec.name in given:
+            continue
+        if spec.required:
+            raise ParameterError(spec.name, "is required")
+        if spec.default is not None:
+            added.append(Value(spec.name, str(spec.default)))
+    return added

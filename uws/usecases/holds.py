@@ -8,38 +8,17 @@ are released by the store as slots free, not here.
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 from typing import TYPE_CHECKING
 
-from . import timeutil
-from .errors import BadRequest, Forbidden, NotFound
-from .model import fits_xml
+from ..domain import timeutil
+from ..domain.errors import BadRequest, Forbidden, NotFound
+from ..domain.model import EVERYONE, Caller, Hold, fits_xml
 
-if TYPE_CHECKING:     # uws.jobs uses held_text below
-    from .jobs import Caller, Jobs
-
-#: The owner of a hold on a whole service.
-EVERYONE = "*"
-#: Why a job is HELD (uws_job.held_for): an administrative hold, or its owner's quota.
-STOPPED = "hold"
-QUOTA = "quota"
+if TYPE_CHECKING:
+    from .jobs import Jobs
 
 MAX_REASON = 1024
 MAX_OWNER = 255
-
-
-@dataclasses.dataclass(frozen=True)
-class Hold:
-    service: str
-    owner: str              # EVERYONE for the whole service
-    who: str                # the administrator who placed it
-    created: dt.datetime
-    reason: str = ""
-
-    @property
-    def whole_service(self) -> bool:
-        return self.owner == EVERYONE
 
 
 class Holds:
@@ -93,13 +72,3 @@ def _owner(owner: str | None) -> str:
     if len(owner) > MAX_OWNER or not fits_xml(owner):
         raise BadRequest(f"OWNER: at most {MAX_OWNER} characters, and no control characters")
     return owner
-
-
-def held_text(kind: str | None, reason: str | None, running_cap: int) -> str:
-    """What a HELD job's page and jobInfo say of why it waits."""
-    if kind == QUOTA:
-        return (f"waiting for a running slot: at most {running_cap} of its owner's jobs run "
-                "at once in this service (max_running_per_owner)")
-    if kind == STOPPED:
-        return "held by an administrator" + (f": {reason}" if reason else "")
-    return "held"

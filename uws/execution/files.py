@@ -15,8 +15,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from .errors import NotFound, TooLarge
-from .model import is_job_id
+from ..domain.errors import NotFound, TooLarge
+from ..domain.model import is_job_id
 
 log = logging.getLogger(__name__)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")

@@ -13,10 +13,10 @@ import os
 import socket
 from typing import TYPE_CHECKING, Protocol
 
+from ..domain import timeutil
+from ..domain.model import Claim, ErrorSummary
+from . import lost
 from . import stats as stats_mod
-from . import timeutil
-from .execution import lost
-from .model import Claim, ErrorSummary
 from .ports import Executor, Files, RunStore, Settings
 
 if TYPE_CHECKING:

@@ -2,8 +2,8 @@
 
 The file's shape is declared once, by the dataclasses it is read into
 (:class:`Config` for ``[server]`` and ``[executor]``, :class:`~uws.auth.AuthConfig`,
-:class:`~uws.services.Service`, :class:`~uws.parameters.ParamSpec`,
-:class:`~uws.services.Output`), and read strictly (:mod:`uws.shapes`): an
+:class:`~uws.domain.services.Service`, :class:`~uws.domain.parameters.ParamSpec`,
+:class:`~uws.domain.services.Output`), and read strictly (:mod:`uws.config.shapes`): an
 unknown table or key, a value of the wrong type or out of range, or a service
 that could not run a job stops the server at start with a :class:`ConfigError`
 naming the file, the key and the problem.
@@ -19,10 +19,11 @@ import shutil
 import tomllib
 from pathlib import Path
 
-from . import hosts, shapes
-from .auth import AuthConfig
-from .parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
-from .services import Service
+from ..auth import AuthConfig
+from ..domain.parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
+from ..domain.services import Service
+from ..http import hosts
+from . import shapes
 
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
@@ -56,7 +57,7 @@ class Config:
     public_url: str = _setting("server", "", read=hosts.public_url)
     # host names answered besides localhost, the bound address and public_url's ("*" = any)
     allowed_hosts: tuple[str, ...] = _setting("server", (), read=hosts.host_names)
-    # Connections (see uws.httpserver): 0 = derived from the open-file limit.
+    # Connections (see uws.http.server): 0 = derived from the open-file limit.
     connection_limit: int = _setting("server", 0, min=0, max=1_000_000)
     connections_per_address: int = _setting("server", 0, min=0, max=1_000_000)
     idle_timeout: int = _setting("server", 60, min=1, max=86400)    # no request, no progress
@@ -64,7 +65,7 @@ class Config:
     send_timeout: int = _setting("server", 30, min=1, max=3600)     # a client that reads nothing
     # request bodies being received at once (0 = the larger of 1 GiB and 4 bodies)
     max_buffered_bytes: int = _setting("server", 0, min=0)
-    # Job events (uws.events): open streams (0 = a quarter of threads), per owner,
+    # Job events (uws.usecases.events): open streams (0 = a quarter of threads), per owner,
     # how long one lasts (clients then resume), and how long events are kept.
     event_streams: int = _setting("server", 0, min=0, max=100_000)
     event_streams_per_owner: int = _setting("server", 4, min=1, max=100_000)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from . import callbacks, timeutil
-from .errors import BadRequest, Forbidden, OverQuota
-from .model import Job, Parameter, check_run_id, new_job_id
-from .phases import Phase
+from ..domain import timeutil
+from ..domain.errors import BadRequest, Forbidden, OverQuota
+from ..domain.model import Job, Parameter, check_run_id, new_job_id
+from ..domain.phases import Phase
+from ..domain.services import Service
+from . import callbacks
 from .ports import Files
-from .services import Service
 
 
 def new_job(service: Service, owner: str, now: dt.datetime, **fields) -> Job:

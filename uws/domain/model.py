@@ -1,16 +1,14 @@
-"""Job records: plain dataclasses with no storage or HTTP in them."""
+"""The records: jobs, and who asks of them (Caller), administrative holds, job events and
+callback deliveries.  Plain dataclasses with no storage or HTTP in them."""
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import re
 import uuid
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .phases import Phase
-
-if TYPE_CHECKING:
-    from .callbacks import Delivery
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 # What XML 1.0 cannot carry: control characters but tab, LF and CR; surrogates;
@@ -130,7 +128,7 @@ class Job:
     start_after: dt.datetime | None = None     # not started before (STARTAFTER, retry backoff)
     past_errors: list[ErrorSummary] = dataclasses.field(default_factory=list)  # failed attempts
     held: str | None = None         # while HELD: why (shown in jobInfo)
-    callback_url: str | None = None     # the CALLBACK the job named (uws.callbacks)
+    callback_url: str | None = None     # the CALLBACK the job named (uws.usecases.callbacks)
     callback: Delivery | None = None    # what became of it, when asked for
 
     @property
@@ -178,3 +176,89 @@ class ListQuery:
     limit: int | None = None               # page size / LAST
     offset: int = 0                        # the start=… extension
     before: tuple[dt.datetime, str] | None = None   # keyset cursor (creation_time, id)
+
+
+# -- who asks ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who is asking: an owner name ("" = anonymous) and whether they administer."""
+    owner: str = ""
+    admin: bool = False
+
+    @property
+    def scope(self) -> str | None:
+        return None if self.admin else self.owner
+
+
+ANONYMOUS = Caller()
+
+
+# -- administrative holds ------------------------------------------------------------------
+
+#: The owner of a hold on a whole service.
+EVERYONE = "*"
+#: Why a job is HELD (uws_job.held_for): an administrative hold, or its owner's quota.
+STOPPED = "hold"
+QUOTA = "quota"
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    service: str
+    owner: str              # EVERYONE for the whole service
+    who: str                # the administrator who placed it
+    created: dt.datetime
+    reason: str = ""
+
+    @property
+    def whole_service(self) -> bool:
+        return self.owner == EVERYONE
+
+
+def held_text(kind: str | None, reason: str | None, running_cap: int) -> str:
+    """What a HELD job's page and jobInfo say of why it waits."""
+    if kind == QUOTA:
+        return (f"waiting for a running slot: at most {running_cap} of its owner's jobs run "
+                "at once in this service (max_running_per_owner)")
+    if kind == STOPPED:
+        return "held by an administrator" + (f": {reason}" if reason else "")
+    return "held"
+
+
+# -- job events ----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class JobEvent:
+    seq: int                    # the event id, what Last-Event-ID and after= name
+    time: dt.datetime
+    service: str
+    owner: str                  # "" = anonymous
+    job_id: str
+    batch_id: str | None
+    old_phase: str | None       # None: the job was created
+    new_phase: str | None       # None: the job was deleted
+    progress: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class EventPage:
+    events: list[JobEvent]
+    pending: bool       # later events exist but wait for older transactions to end
+
+
+# -- callbacks -----------------------------------------------------------------------------
+
+#: Delivery states: waiting for the subject to end, then pending until delivered or failed.
+WAITING, PENDING, DELIVERED, FAILED = "waiting", "pending", "delivered", "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Delivery:
+    """What became of a job's callback, shown in its ``jobInfo``."""
+    url: str
+    state: str = WAITING
+    attempts: int = 0
+    status: int | None = None           # the receiver's last HTTP status
+    error: str | None = None            # why the last attempt failed
+    delivered: dt.datetime | None = None

@@ -1,8 +1,8 @@
 """The interfaces the use cases and the executors rely on (``typing.Protocol``).
 
-:class:`uws.jobs.Jobs`, :class:`uws.sweeps.Sweeps` and the executors receive
+:class:`uws.usecases.jobs.Jobs`, :class:`uws.usecases.sweeps.Sweeps` and the executors receive
 their collaborators through these, never a concrete class: the SQL store
-(:class:`uws.store.Store`) and the job directories (:class:`uws.files.JobFiles`)
+(:class:`uws.store.Store`) and the job directories (:class:`uws.execution.files.JobFiles`)
 are one implementation each, and an in-memory store serves the use cases'
 unit tests.  Nothing here imports Flask or SQLAlchemy.
 """
@@ -11,20 +11,27 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, Any, Protocol
 
-from .callbacks import Delivery
-from .holds import Hold
-from .model import Claim, ErrorSummary, Job, JobRef, LeaseState, ListQuery, Parameter, Result
-from .phases import Phase
-from .services import Quota, Service
-
-if TYPE_CHECKING:       # uws.events reads these ports itself
-    from .events import EventPage
+from ..domain.model import (
+    Claim,
+    Delivery,
+    ErrorSummary,
+    EventPage,
+    Hold,
+    Job,
+    JobRef,
+    LeaseState,
+    ListQuery,
+    Parameter,
+    Result,
+)
+from ..domain.phases import Phase
+from ..domain.services import Quota, Service
 
 
 class JobStore(Protocol):
-    """What the client-facing use cases (:class:`uws.jobs.Jobs`) read and change.
+    """What the client-facing use cases (:class:`uws.usecases.jobs.Jobs`) read and change.
 
     ``owner`` scopes a query: one owner's jobs ("" = anonymous), or every
     owner's with None.  Changes are conditional on the job's phase and answer
@@ -32,7 +39,7 @@ class JobStore(Protocol):
 
     def insert_job(self, job: Job, quota: Quota = ..., stored_bytes: int = 0,
                    run: bool = False) -> Phase | None:
-        """Store a new job; :class:`uws.errors.OverQuota` past the owner's quota.
+        """Store a new job; :class:`uws.domain.errors.OverQuota` past the owner's quota.
         With ``run``, :meth:`run_job` it in the same transaction: the phase it moved to."""
 
     def get_job(self, job_id: str, service: str, owner: str | None) -> Job | None: ...
@@ -78,7 +85,7 @@ class RunStore(JobStore, Protocol):
     """What the executors and the sweeps need besides: claiming, leases,
     deadlines, and the ends of jobs.  A worker's writes about the attempt it runs
     give its ``claim``: they change nothing once another attempt has the job (see
-    uws.model.Claim)."""
+    uws.domain.model.Claim)."""
 
     def claim_next(self, worker: str, services: Iterable[str], lease_seconds: float,
                    running_cap: Callable[[str, str], int] | None = None) -> str | None: ...
@@ -119,7 +126,7 @@ class RunStore(JobStore, Protocol):
 
 
 class Usage(Protocol):
-    """Bytes on disk of one job's directory (:class:`uws.files.Usage`)."""
+    """Bytes on disk of one job's directory (:class:`uws.execution.files.Usage`)."""
 
     @property
     def uploads(self) -> int: ...
@@ -139,7 +146,7 @@ class SetAside(Protocol):
 
 
 class Files(Protocol):
-    """Each job's directory: uploads, results, logs (:class:`uws.files.JobFiles`)."""
+    """Each job's directory: uploads, results, logs (:class:`uws.execution.files.JobFiles`)."""
 
     max_upload_bytes: int
     root: Path      # the jobs' directories are below it
@@ -150,7 +157,7 @@ class Files(Protocol):
     def open_result(self, job_id: str, relative: str) -> tuple[IO[bytes], Any]: ...
     def open_upload(self, job_id: str, name: str) -> tuple[IO[bytes], Any]: ...
     def stage_upload(self, job_id: str, name: str, stream: IO[bytes]) -> Path:
-        """Copy an upload beside its place; :class:`uws.errors.TooLarge` past the limit."""
+        """Copy an upload beside its place; :class:`uws.domain.errors.TooLarge` past the limit."""
     def stage_copy(self, source_id: str, job_id: str, name: str) -> Path: ...
     def install_upload(self, staged: Path, job_id: str, name: str) -> None: ...
     def usage(self, job_id: str) -> Usage: ...
@@ -179,7 +186,7 @@ class Executor(Protocol):
 
 
 class Watch(Protocol):
-    """Wakes blocking GETs when a job leaves a phase (:class:`uws.waiting.PhaseWatch`)."""
+    """Wakes blocking GETs when a job leaves a phase (:class:`uws.usecases.waiting.PhaseWatch`)."""
 
     def mark(self) -> int:
         """Taken before reading the phase given to :meth:`wait`."""
@@ -190,7 +197,7 @@ class Watch(Protocol):
 
 class ChangeSink(Protocol):
     """Where a store pushes the phase changes made by other processes
-    (:class:`uws.waiting.PhaseWatch`, fed by :class:`uws.store.notify.ChangeListener`)."""
+    (:class:`uws.usecases.waiting.PhaseWatch`, fed by :class:`uws.store.notify.ChangeListener`)."""
 
     def notify(self, job_id: str) -> None: ...
     def set_pushed(self, pushed: bool) -> None:
@@ -198,7 +205,7 @@ class ChangeSink(Protocol):
 
 
 class EventStore(Protocol):
-    """The event log (:mod:`uws.store.events`), read for :class:`uws.events.EventFeed`."""
+    """The event log (:mod:`uws.store.events`), read for :class:`uws.usecases.events.EventFeed`."""
 
     def events_after(self, service: str, owner: str | None, after: int | None,
                      since: dt.datetime | None, limit: int) -> EventPage: ...
@@ -207,7 +214,7 @@ class EventStore(Protocol):
 
 
 class Settings(Protocol):
-    """The parts of :class:`uws.config.Config` the use cases read."""
+    """The parts of :class:`uws.config.settings.Config` the use cases read."""
 
     @property
     def services(self) -> Mapping[str, Service]: ...

@@ -9,7 +9,7 @@ import threading
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.utilities import Error
 
-log = logging.getLogger("uws.httpserver")
+log = logging.getLogger("uws.http.server")
 
 
 class BodyBudget:
