@@ -144,3 +144,19 @@ def test_the_celery_queue_may_come_from_the_environment():
     cfg = from_dict({"executor": {"kind": "celery", "broker_url": "redis://127.0.0.1:1/0"}},
                     env={"UWS_QUEUE": "uws-cutouts"})
     assert cfg.queue == "uws-cutouts"
+
+
+def test_a_test_timing_that_names_no_constant_stops_the_command_with_one_line(tmp_path):
+    done = subprocess.run([UWS_COMMAND, "db", "current", "--data-dir", str(tmp_path)],
+                          env={**os.environ, "UWS_TEST_TIMINGS": "LEASE=6 NOSUCH=1"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "uws: UWS_TEST_TIMINGS: 'NOSUCH' is no timing constant"
+
+
+def test_test_timings_change_only_the_constants_they_name_and_all_or_none():
+    from uws.domain import timing
+    before = timing.LEASE, timing.REDISPATCH
+    with pytest.raises(ValueError):
+        timing.shorten_for_tests("LEASE=6 REDISPATCH=zero")
+    assert (timing.LEASE, timing.REDISPATCH) == before

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
+
+from .domain import timing
 
 
 def main(argv=None) -> int:
@@ -38,6 +41,10 @@ def main(argv=None) -> int:
         action.add_argument("--config", help="TOML configuration file (the database URL)")
         action.add_argument("--data-dir", help="directory of the default SQLite database")
     args = parser.parse_args(argv)
+    try:
+        timing.shorten_for_tests(os.environ.get(timing.TEST_TIMINGS_VARIABLE, ""))
+    except ValueError as exc:
+        return _refuse(str(exc))
     commands = {"serve": serve_command, "worker": worker_command, "db": db_command}
     return commands[args.command](args)
 

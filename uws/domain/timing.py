@@ -52,26 +52,26 @@ WAIT_POLL = 0.05
 
 
 # -- test suites only --------------------------------------------------------------------
-#: ``UWS_TEST_TIMINGS="LEASE=6 REDISPATCH=1"`` shortens these constants in every process
-#: that inherits the variable, so that a test suite need not wait out a 30 s lease.  Not
-#: a setting for a deployment: the relations above are what keep a server correct.
+#: ``UWS_TEST_TIMINGS="LEASE=6 REDISPATCH=1"`` shortens these constants in the ``uws``
+#: processes that inherit it (read by uws.cli, which calls :func:`shorten_for_tests`), so
+#: that a test suite need not wait out a 30 s lease.  Not a setting for a deployment:
+#: the relations above are what keep a server correct.
 TEST_TIMINGS_VARIABLE = "UWS_TEST_TIMINGS"
 
 
-def _apply_test_timings(text: str) -> None:
+def shorten_for_tests(text: str) -> None:
+    """Set the constants ``text`` names (``NAME=seconds``, separated by spaces or
+    commas); ValueError, changing none, for a name or a value that is not one."""
+    chosen = {}
     for item in text.replace(",", " ").split():
         name, _, value = item.partition("=")
         if not name.isupper() or not isinstance(globals().get(name), float):
             raise ValueError(f"{TEST_TIMINGS_VARIABLE}: {name!r} is no timing constant")
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = float("nan")
         if not 0 < seconds < 86400:
             raise ValueError(f"{TEST_TIMINGS_VARIABLE}: {item!r} is not a number of seconds")
-        globals()[name] = seconds
-
-
-def _from_environment() -> None:
-    import os
-    _apply_test_timings(os.environ.get(TEST_TIMINGS_VARIABLE, ""))
-
-
-_from_environment()
+        chosen[name] = seconds
+    globals().update(chosen)
