@@ -105,6 +105,11 @@ def served(tmp_path):
         process.wait(10)
 
 
+#: how long a raw request waits for each part of its answer before the test fails: a
+#: bound against hanging, not a speed (a loaded CI machine took over 5 s to answer)
+ANSWER_S = 30
+
+
 def _answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -114,7 +119,7 @@ def _answers(port: int) -> bool:
 
 
 def test_an_oversized_body_is_refused_before_it_is_sent(served):
-    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", served), timeout=ANSWER_S) as s:
         s.sendall(b"POST /sleep HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   b"Content-Type: application/x-www-form-urlencoded\r\n"
                   b"Content-Length: 50000000\r\n\r\n")
@@ -123,7 +128,7 @@ def test_an_oversized_body_is_refused_before_it_is_sent(served):
 
 
 def test_an_http_1_0_request_without_host_gets_urls_of_the_configured_host(served):
-    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", served), timeout=ANSWER_S) as s:
         s.sendall(b"POST /sleep HTTP/1.0\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                   b"Content-Length: 10\r\n\r\nDURATION=0")
         answer = b""
@@ -136,7 +141,7 @@ def test_an_http_1_0_request_without_host_gets_urls_of_the_configured_host(serve
 
 def _answer(port: int, request: bytes) -> tuple[str, bytes]:
     """The status line and body of one request sent as is."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_S) as s:
         s.sendall(request)
         answer = b""
         while chunk := s.recv(4096):
@@ -164,7 +169,7 @@ def test_requests_rfc_9112_lets_a_server_refuse_are_refused(served, request_, st
 
 def test_a_client_that_closes_its_sending_side_still_gets_its_answer(served):
     """nc -N, socat and many scripts send the request, then shut their side down."""
-    with socket.create_connection(("127.0.0.1", served), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", served), timeout=ANSWER_S) as s:
         s.sendall(b"GET /sleep?LAST=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         s.shutdown(socket.SHUT_WR)
         answer = b""
