@@ -245,6 +245,8 @@ class JobEvent:
 class EventPage:
     events: list[JobEvent]
     pending: bool       # later events exist but wait for older transactions to end
+    # the newest: where a reader goes on from, read with the events (see latest_events)
+    last_id: int | None = None
 
 
 # -- callbacks -----------------------------------------------------------------------------

@@ -127,15 +127,21 @@ class EventQueries:
     def last_event_id(self, service: str, owner: str | None) -> int:
         """The id of the last event a reader may be given now (0: none), where a
         stream that starts now resumes."""
+        with reading(self.engine) as conn:
+            return self._last_id(conn, service, owner)
+
+    def _last_id(self, conn: sa.Connection, service: str, owner: str | None) -> int:
         stmt = (sa.select(E.c.seq).where(*_scope(service, owner))
                 .order_by(E.c.xid.desc(), E.c.seq.desc()).limit(1))
-        with reading(self.engine) as conn:
-            return conn.execute(self._settled(stmt)).scalar() or 0
+        return conn.execute(self._settled(stmt)).scalar() or 0
 
     def latest_events(self, service: str, owner: str | None, limit: int) -> EventPage:
         """The newest event of each job, for the ``limit`` jobs that changed last,
-        in log order.  A job's own events come from one transaction after another,
-        so its newest has its largest id.  Only the scope's newest :data:`LATEST_SCAN`
+        in log order, with the last event's id (``last_id``) read in the same snapshot:
+        read apart, a transaction of any database of the server ending between the two
+        (PostgreSQL's snapshots span them all) gave events newer than the id.  A job's
+        own events come from one transaction after another, so its newest has its
+        largest id.  Only the scope's newest :data:`LATEST_SCAN`
         events are grouped (read backwards through the scope's index), so a call costs
         the same however long the log: anonymous callers all share one owner."""
         scope = _scope(service, owner)
@@ -148,7 +154,7 @@ class EventQueries:
                 .order_by(E.c.xid, E.c.seq))
         with self._one_snapshot() as conn:
             return EventPage([_event(row) for row in conn.execute(stmt)],
-                             self._pending(conn, scope))
+                             self._pending(conn, scope), self._last_id(conn, service, owner))
 
     def _one_snapshot(self) -> sa.Connection:
         """A connection whose statements all see one snapshot (PostgreSQL: REPEATABLE

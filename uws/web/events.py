@@ -113,10 +113,9 @@ def _latest(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
     if any(query_value(name) is not None for name in ("after", "since", "lastEventId")):
         raise BadRequest("latest: cannot be combined with after, since or lastEventId")
     # lastEventId: where to go on from with ?after= (later events of these jobs follow it)
-    last = feed.last_event_id(service, scope)
     found = feed.latest(service, scope, _limit())
     return json_response({"events": [render.event(e) for e in found.events],
-                          "lastEventId": last, "next": None, "pending": found.pending},
+                          "lastEventId": found.last_id, "next": None, "pending": found.pending},
                          headers=NEGOTIATED)
 
 
