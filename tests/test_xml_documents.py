@@ -50,7 +50,7 @@ jobs = st.builds(
     callback=st.none() | deliveries)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(jobs)
 def test_the_job_document_is_what_lxml_writes(job):
     assert xmlr.job_document(job, LINKS, NOW) == reference.job_document(job, LINKS, NOW)
