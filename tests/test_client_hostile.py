@@ -1,0 +1,93 @@
+"""The Python client (uws.client) and ``uws jobs`` against a hostile server: compressed
+answers that would swell without end (gzip bombs), result ids that make no file name,
+numbers that are not numbers. Every answer comes from tests/minimal_uws.py's Scripted, a
+server of one behaviour; no database is used."""
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+from click.testing import CliRunner
+
+from minimal_uws import Scripted, job_document
+from uws.client import Client, ProtocolError
+from uws.client.cli import jobs
+from uws.client.http import MAX_DOCUMENT
+
+SWELLS_TO = 64 << 20        # what the bombs expand to: twice the client's document limit
+OK = 0
+
+
+def gzip(chunks) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join([*(packer.compress(c) for c in chunks), packer.flush()])
+
+
+def swelling(start: bytes = b"") -> bytes:
+    """``start`` and SWELLS_TO spaces, gzipped twice (Content-Encoding: gzip, gzip): a few
+    hundred bytes on the wire."""
+    spaces = (b" " * (1 << 20) for _ in range(SWELLS_TO >> 20))
+    return gzip([gzip([start, *spaces])])
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return swelling()
+
+
+def _result_at(path: str, body: bytes, encoding: str = "gzip, gzip"):
+    """A COMPLETED job J with one result ``r`` at ``/files/r``: ``body`` sent with
+    ``encoding``, and ranges of it (of the bytes as sent) when asked for."""
+    def answer(request):
+        if not request.path.startswith("/files/"):
+            return 200, {}, job_document("J", "COMPLETED", {"r": path})
+        headers = {"Content-Type": "application/fits", "Content-Encoding": encoding}
+        asked = request.headers.get("Range", "")
+        if asked.startswith("bytes="):
+            start = int(asked[6:].rstrip("-"))
+            headers["Content-Range"] = f"bytes {start}-{len(body) - 1}/{len(body)}"
+            return 206, headers, body[start:]
+        return 200, headers, body
+    return answer
+
+
+# -- compressed answers --------------------------------------------------------------------------
+
+def test_a_compressed_result_is_saved_as_sent_not_expanded(bomb, tmp_path):
+    with Scripted(_result_at("/files/r", bomb)) as server:
+        client = Client(server.url)
+        saved = client.download(client.result("J", "r"), tmp_path / "r.fits")
+    assert saved.read_bytes() == bomb       # a few hundred bytes, not 64 MiB
+
+
+def test_a_result_download_asks_for_no_content_coding(bomb, tmp_path):
+    with Scripted(_result_at("/files/r", bomb)) as server:
+        client = Client(server.url)
+        client.download(client.result("J", "r"), tmp_path / "r.fits")
+    download = [r for r in server.requests if r["path"] == "/files/r"]
+    assert [r["headers"].get("Accept-Encoding") for r in download] == ["identity"]
+
+
+def test_a_compressed_result_resumes_from_the_bytes_as_sent(tmp_path):
+    sent = gzip([bytes(range(256)) * 4096])
+    (tmp_path / "r.fits").write_bytes(sent[:1000])
+    with Scripted(_result_at("/files/r", sent, encoding="gzip")) as server:
+        client = Client(server.url)
+        saved = client.download(client.result("J", "r"), tmp_path / "r.fits", resume=True)
+    assert saved.read_bytes() == sent
+
+
+def test_a_document_that_swells_past_the_limit_is_refused():
+    document = swelling(b'<?xml version="1.0"?><job xmlns="http://www.ivoa.net/xml/UWS/v1.0">')
+    with Scripted(lambda r: (200, {"Content-Encoding": "gzip, gzip"}, document)) as server:
+        with pytest.raises(ProtocolError, match=f"longer than {MAX_DOCUMENT} bytes"):
+            Client(server.url).get("J")
+
+
+def test_uws_jobs_saves_a_compressed_result_as_sent(bomb, tmp_path):
+    with Scripted(_result_at("/files/r", bomb)) as server:
+        result = CliRunner().invoke(jobs, ["--url", server.url, "--json", "results", "J", "-o",
+                                           str(tmp_path)])
+    assert result.exit_code == OK, result.output
+    assert [s["bytes"] for s in json.loads(result.stdout)] == [len(bomb)]
