@@ -12,11 +12,14 @@ from click.testing import CliRunner
 
 from minimal_uws import Scripted, job_document
 from uws.client import Client, ProtocolError
+from uws.client.api import file_name
 from uws.client.cli import jobs
+from uws.client.documents import Result
 from uws.client.http import MAX_DOCUMENT
 
 SWELLS_TO = 64 << 20        # what the bombs expand to: twice the client's document limit
 OK = 0
+MAX_NAME_BYTES = 200      # what README.rst promises of a result's file name
 
 
 def gzip(chunks) -> bytes:
@@ -91,3 +94,65 @@ def test_uws_jobs_saves_a_compressed_result_as_sent(bomb, tmp_path):
                                            str(tmp_path)])
     assert result.exit_code == OK, result.output
     assert [s["bytes"] for s in json.loads(result.stdout)] == [len(bomb)]
+
+
+# -- result ids as file names --------------------------------------------------------------------
+
+def _results_named(*ids: str):
+    """A COMPLETED job J whose results have these ids, each at /files/<n>."""
+    def answer(request):
+        if request.path.startswith("/files/"):
+            return 200, {}, f"result {request.path[7:]}"
+        return 200, {}, job_document("J", "COMPLETED", {i: f"/files/{n}" for n, i in enumerate(ids)})
+    return answer
+
+
+def test_a_300_character_result_id_is_saved_under_a_shortened_name_and_the_output_says_so(tmp_path):
+    long_id = "x" * 296 + ".vot"
+    with Scripted(_results_named(long_id)) as server:
+        result = CliRunner().invoke(jobs, ["--url", server.url, "results", "J", "-o", str(tmp_path)])
+    assert result.exit_code == OK, result.output
+    [saved] = tmp_path.iterdir()
+    assert saved.read_text() == "result 0"
+    assert len(saved.name.encode()) <= MAX_NAME_BYTES and saved.name.endswith(".vot")
+    assert result.stdout.split() == [str(saved)]
+    assert f"saved as {saved.name}: its id shortened to a safe file name" in result.stderr
+
+
+def test_json_output_says_which_results_were_renamed(tmp_path):
+    ids = ["x" * 300, "a/b", "plain"]
+    with Scripted(_results_named(*ids)) as server:
+        result = CliRunner().invoke(jobs, ["--url", server.url, "--json", "results", "J", "-o",
+                                           str(tmp_path)])
+    assert result.exit_code == OK, result.output
+    assert [s["renamed"] for s in json.loads(result.stdout)] == ["shortened", "changed", None]
+
+
+def test_one_long_result_id_into_a_directory_is_shortened(tmp_path):
+    long_id = "y" * 300
+    with Scripted(_results_named(long_id)) as server:
+        result = CliRunner().invoke(jobs, ["--url", server.url, "results", "J", long_id, "-o",
+                                           str(tmp_path)])
+    assert result.exit_code == OK, result.output
+    [saved] = tmp_path.iterdir()
+    assert saved.read_text() == "result 0" and "shortened" in result.stderr
+
+
+def test_long_ids_with_the_same_start_get_names_of_their_own(tmp_path):
+    ids = ["z" * 300 + "1", "z" * 300 + "2"]
+    with Scripted(_results_named(*ids)) as server:
+        saved = Client(server.url).download_all("J", tmp_path)
+    assert [p.read_text() for p in saved] == ["result 0", "result 1"]
+    assert saved[0].name != saved[1].name
+
+
+@pytest.mark.parametrize("result_id", ["é" * 300, "☃" * 300, "x" * 5000, "a/" * 200])
+def test_a_shortened_name_fits_the_bound_in_bytes(result_id):
+    assert 0 < len(file_name(Result(result_id, None)).encode()) <= MAX_NAME_BYTES
+
+
+@pytest.mark.parametrize("result_id", ["../../etc/passwd", "..", ".hidden", "a\\b", "tab\there",
+                                       "nul\x00", "esc\x1b[2J", "/abs", "." * 300 + "/x"])
+def test_a_file_name_has_no_directory_dot_start_or_control(result_id):
+    name = file_name(Result(result_id, None))
+    assert name and not name.startswith(".") and not any(c in name for c in "/\\\t\x00\x1b")
