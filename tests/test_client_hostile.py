@@ -14,7 +14,7 @@ from minimal_uws import Scripted, job_document
 from uws.client import Client, ProtocolError
 from uws.client.api import file_name
 from uws.client.cli import jobs
-from uws.client.documents import Result
+from uws.client.documents import Result, parse_job
 from uws.client.http import MAX_DOCUMENT
 
 SWELLS_TO = 64 << 20        # what the bombs expand to: twice the client's document limit
@@ -156,3 +156,43 @@ def test_a_shortened_name_fits_the_bound_in_bytes(result_id):
 def test_a_file_name_has_no_directory_dot_start_or_control(result_id):
     name = file_name(Result(result_id, None))
     assert name and not name.startswith(".") and not any(c in name for c in "/\\\t\x00\x1b")
+
+
+# -- numbers that are not ------------------------------------------------------------------------
+
+def _job_with(result_attributes: str = "", info: str = "") -> bytes:
+    return (f'<job xmlns="http://www.ivoa.net/xml/UWS/v1.0" xmlns:xl="http://www.w3.org/1999/xlink">'
+            f"<jobId>J</jobId><phase>COMPLETED</phase><results><result id='r' xl:href='/r' "
+            f"{result_attributes}/></results><jobInfo>{info}</jobInfo></job>").encode()
+
+
+@pytest.mark.parametrize("size", ["²", "9" * 5000, "-1", "1.5", "null"])
+def test_a_result_size_that_is_not_a_count_is_missing(size):
+    job = parse_job(_job_with(f"size='{size}'"), "http://example.org/jobs/J")
+    assert job.results[0].size is None
+
+
+@pytest.mark.parametrize("percent", ["nan", "inf", "-inf", "1e999"])
+def test_a_percent_that_is_not_finite_is_no_progress(percent):
+    job = parse_job(_job_with(info=f"<progress percent='{percent}'/>"), "http://example.org/jobs/J")
+    assert job.progress is None
+
+
+def test_uws_jobs_lists_results_whose_size_is_not_a_count():
+    document = _job_with("size='²'")
+    with Scripted(lambda r: (200, {}, document)) as server:
+        result = CliRunner().invoke(jobs, ["--url", server.url, "--json", "results", "J"])
+    assert result.exit_code == OK, result.output
+    assert [r["size"] for r in json.loads(result.stdout)] == [None]
+
+
+def test_a_content_range_of_endless_digits_is_a_protocol_error(tmp_path):
+    def answer(request):
+        if not request.path.startswith("/files/"):
+            return 200, {}, job_document("J", "COMPLETED", {"r": "/files/r"})
+        return 206, {"Content-Range": f"bytes {'9' * 5000}-1/2"}, "x"
+    (tmp_path / "r").write_bytes(b"start")
+    with Scripted(answer) as server:
+        client = Client(server.url)
+        with pytest.raises(ProtocolError, match="Content-Range"):
+            client.download(client.result("J", "r"), tmp_path / "r", resume=True)
