@@ -30,7 +30,7 @@ def gzip(chunks) -> bytes:
 def swelling(start: bytes = b"") -> bytes:
     """``start`` and SWELLS_TO spaces, gzipped twice (Content-Encoding: gzip, gzip): a few
     hundred bytes on the wire."""
-    spaces = (b" " * (1 << 20) for _ in range(SWELLS_TO >> 20))
+    spaces = [b" " * (1 << 20)] * (SWELLS_TO >> 20)     # one MiB, referred to 64 times
     return gzip([gzip([start, *spaces])])
 
 
