@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -17,6 +19,9 @@ from .urls import child_url, split_userinfo
 Value = str | int | float | bool
 Upload = str | Path | bytes | IO[bytes]
 MAX_PAGES = 10_000      # of a job list: more is a server linking pages without end
+# a result's file name, in bytes: file systems take 255, and "-2", "-3"... may follow
+MAX_NAME_BYTES = 200
+MAX_SUFFIX_BYTES = 16   # an extension kept when a name is shortened (".fits", ".vot.gz")
 
 
 class Client:
@@ -264,9 +269,44 @@ class Client:
 
 
 def file_name(result: Result) -> str:
-    """The result's id, made safe as a file name (no directories, no dot files)."""
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.id).lstrip(".")
-    return name or "result"
+    """The result's id made a safe file name: letters, digits, ``-``, ``_`` and ``.``
+    that the file system's encoding can write (anything else, a ``/`` or a control
+    character, becomes ``_``), no leading dot (so no ``..``, no dot file), and at most
+    MAX_NAME_BYTES bytes in that encoding: a longer one keeps its start and its
+    extension around a hash of the whole id, which keeps shortened names apart."""
+    name = "".join(c if _writable(c) else "_" for c in result.id).lstrip(".") or "result"
+    if _size(name) <= MAX_NAME_BYTES:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or not stem or _size(suffix) > MAX_SUFFIX_BYTES:
+        stem, dot, suffix = name, "", ""
+    tag = "-" + hashlib.sha256(result.id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    room = MAX_NAME_BYTES - _size(tag + dot + suffix)
+    kept = ""
+    for c in stem:
+        if _size(kept + c) > room:
+            break
+        kept += c
+    return kept + tag + dot + suffix
+
+
+def shortened(result: Result) -> bool:
+    """Whether the result's file name (``file_name``) is short of its id's characters."""
+    return _size("".join(c if _writable(c) else "_" for c in result.id)) > MAX_NAME_BYTES
+
+
+def _writable(c: str) -> bool:
+    if not (c.isalnum() or c in "-_."):
+        return False
+    try:
+        c.encode(sys.getfilesystemencoding())
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _size(name: str) -> int:
+    return len(name.encode(sys.getfilesystemencoding()))
 
 
 def file_names(results: Iterable[Result]) -> list[str]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 
 from . import display
-from .api import Client, Value, file_name
-from .documents import Job, to_dict
+from .api import Client, Value, file_name, shortened
+from .documents import Job, Result, to_dict
 from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
 
 OK, USAGE, JOB_ERROR, JOB_ABORTED, WAIT_TIMEOUT, HTTP_ERROR, CONNECTION, PROTOCOL = 0, 2, 3, 4, 5, 6, 7, 8
@@ -277,9 +277,29 @@ def results(opts: Options, job, result_id, output, resume):
             display.results(found)
         return
     if result_id:
-        target = output / file_name(found[0]) if output.is_dir() else output
+        named = output.is_dir()
+        target = output / file_name(found[0]) if named else output
         saved = [opts.client.download(found[0], target, resume)]
     else:
+        named = True
         saved = opts.client.save_results(found, output, resume)
-    opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size} for r, p in zip(found, saved)],
+    renamed = [_renamed(r, p) if named else None for r, p in zip(found, saved)]
+    for r, p, how in zip(found, saved, renamed):
+        if how is not None:
+            click.echo(line(f"uws jobs: result {_short(r.id)!r} saved as {p.name}: its id {how} "
+                            "to a safe file name"), err=True)
+    opts.emit([{"id": r.id, "path": str(p), "bytes": p.stat().st_size, "renamed": how}
+               for r, p, how in zip(found, saved, renamed)],
               "\n".join(line(p) for p in saved))
+
+
+def _renamed(result: Result, path: Path) -> str | None:
+    """How a result's file name differs from its id: "shortened" (too long for a
+    file name), "changed" (characters replaced, or -2, -3... added), or None."""
+    if path.name == result.id:
+        return None
+    return "shortened" if shortened(result) else "changed"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
+import re
 
 from lxml import etree
 
@@ -16,6 +18,7 @@ from .urls import child_url, resolved
 XLINK = "http://www.w3.org/1999/xlink"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 FINAL_PHASES = frozenset({"COMPLETED", "ERROR", "ABORTED", "ARCHIVED"})
+_COUNT = re.compile(r"[0-9]{1,20}")     # ASCII digits, few enough for int()
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
                           dtd_validation=False, huge_tree=False, remove_comments=True)
@@ -208,11 +211,16 @@ def _results(root, url: str) -> tuple[Result, ...]:
     results = []
     for r in _children(block, "result"):
         href = r.get("{%s}href" % XLINK)
-        size = r.get("size")
         results.append(Result(id=r.get("id", ""), href=resolved(url, href) if href else None,
-                              size=int(size) if size and size.isdigit() else None,
-                              mime_type=r.get("mime-type")))
+                              size=_size(r.get("size")), mime_type=r.get("mime-type")))
     return tuple(results)
+
+
+def _size(text: str | None) -> int | None:
+    """An optional size in bytes: one that is not a count (``-1``, ``1.5``, ``²``, a
+    number of 5,000 digits) is as good as missing."""
+    text = (text or "").strip()
+    return int(text) if _COUNT.fullmatch(text) else None
 
 
 def _error(root) -> ErrorSummary | None:
@@ -240,7 +248,9 @@ def _progress(info) -> tuple[float | None, str | None]:
 
 
 def _number(text: str | None) -> float | None:
+    """A finite number, or None (``nan`` and ``inf`` are no percent)."""
     try:
-        return float(text) if text is not None else None
+        value = float(text) if text is not None else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) else None

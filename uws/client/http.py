@@ -5,6 +5,11 @@ Every failure of ``requests`` or urllib3 leaves here as a ``UWSError``: a connec
 cannot be made, breaks or is too slow as ``ConnectionFailed``; an answer that cannot be
 read (bad encoding, too long, too many redirects) or a URL that is not http(s) as
 ``ProtocolError``.
+
+Documents (job, list, error) are read decoded (gzip, deflate), and their limit holds for
+the decoded bytes: urllib3 from 2.6 decodes at most what each read asks for, so a small
+compressed answer cannot swell past the limit in memory either. Result downloads are
+not decoded at all (see ``Transport.download``).
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ MAX_ERROR_BODY = 64 << 10       # what an error message is taken from
 MAX_REDIRECTS = 10
 STALL_BYTES = 1024              # a download bringing less in a timeout's time has stalled
 REDIRECTS = (301, 302, 303, 307, 308)
-_CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-\d+|\*)/(\d+|\*)")
+# ASCII digits, and few enough for int() (a header of 5,000 digits is no offset)
+_CONTENT_RANGE = re.compile(r"bytes\s+(?:([0-9]{1,20})-[0-9]{1,20}|\*)/([0-9]{1,20}|\*)")
 _CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.IGNORECASE)
 
 
@@ -142,9 +148,17 @@ class Transport:
         """Stream ``url`` into ``path`` (replacing it); with ``resume``, when ``path``
         holds the start of it already, ask only for the rest (Range) and append.
         Returns the bytes now in the file. No size or total time limit: each read must
-        come within the timeout, and at least STALL_BYTES in every timeout's time."""
+        come within the timeout, and at least STALL_BYTES in every timeout's time.
+
+        The file holds the body as sent, never decoded: a result is the file the server
+        stores (ours sends it as it is), and a Range counts bytes of the body as sent, so
+        only those can be resumed. ``Accept-Encoding: identity`` asks servers that
+        compress for transport not to; one that compresses anyway (``Content-Encoding``)
+        gets its compressed bytes saved, never a gzip bomb expanded on the disk."""
         have = path.stat().st_size if resume and path.exists() else 0
-        headers = {"Range": f"bytes={have}-"} if have else {}
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
         deadline = time.monotonic() + self.timeout
         response = self._open("GET", url, deadline, self.timeout, (416,) if have else (),
                               follow=True, headers=headers)
@@ -225,11 +239,12 @@ class Transport:
                     raise ProtocolError(f"{response.url}: an answer longer than {limit} bytes")
 
     def _stream(self, response: requests.Response) -> Iterator[bytes]:
-        """The body as it arrives; a trickle of less than STALL_BYTES in any timeout's
-        time is a stall (ConnectionFailed) as much as silence is."""
+        """The body as it arrives, as sent (not decoded); a trickle of less than
+        STALL_BYTES in any timeout's time is a stall (ConnectionFailed) as much as
+        silence is."""
         window_end, received = time.monotonic() + self.timeout, 0
         with _failures(response.url, self.timeout):
-            while chunk := response.raw.read1(CHUNK, decode_content=True):
+            while chunk := response.raw.read1(CHUNK, decode_content=False):
                 yield chunk
                 received += len(chunk)
                 if time.monotonic() >= window_end:
