@@ -123,10 +123,16 @@ def test_another_owners_later_row_goes_before_an_owners_earlier_ones(store):
 def test_an_owner_with_many_rows_due_first_leaves_room_for_others_among_the_candidates(store):
     add(store, "bob", "http://tarpit.example/hook", count=callbackturns.CANDIDATES + 10)
     add(store, "carol")
-    rows = store.due_callbacks((), callbackturns.PER_OWNER, callbackturns.CANDIDATES)
+    rows = store.due_callbacks((), callbackturns.PER_OWNER, callbackturns.CANDIDATES,
+                               callbackturns.HEAD)
     assert "carol" in {r.owner for r in rows}
     assert sum(r.owner == "bob" for r in rows) == callbackturns.PER_OWNER
-    assert store.due_callbacks(["bob"], 16, 256)[0].owner == "carol"
+
+
+def test_an_owner_at_its_share_is_left_out_of_the_due_rows_however_many_it_has(store):
+    add(store, "bob", "http://tarpit.example/hook", count=50)
+    add(store, "carol")
+    assert [r.owner for r in store.due_callbacks(["bob"], 16, 256, head=10)] == ["carol"]
 
 
 # -- the breaker ---------------------------------------------------------------------------

@@ -99,24 +99,27 @@ class CallbackQueries:
         """A due delivery, leased to ``worker`` (the row), or None when none is due
         (the oldest first; the delivery threads claim through
         uws.usecases.callbackturns, which shares them fairly)."""
-        for row in self.due_callbacks((), _CANDIDATES, _CANDIDATES):
+        for row in self.due_callbacks((), _CANDIDATES, _CANDIDATES, _CANDIDATES):
             leased = self.lease_callback(row.id, worker, lease_seconds)
             if leased is not None:
                 return leased
         return None
 
-    def due_callbacks(self, skip_owners: Sequence[str], per_owner: int, limit: int):
-        """Due rows not leased (id, owner, url), owners of ``skip_owners`` left out:
-        at most ``per_owner`` of each owner's, each owner's first row before any
-        second one (then in due order), at most ``limit`` in all.  So the owners
-        behind one with thousands of rows due are seen too."""
+    def due_callbacks(self, skip_owners: Sequence[str], per_owner: int, limit: int,
+                      head: int):
+        """Of the ``head`` oldest due rows not leased, owners of ``skip_owners`` left
+        out, at most ``per_owner`` of each owner's (id, owner, url), each owner's first
+        row before any second one (then in due order), at most ``limit`` in all.  So
+        the owners behind one with many rows due are seen too; ``head`` bounds the cost
+        (the due rows' index, read in order) when thousands are due."""
         now = timeutil.now()
-        rank = sa.func.row_number().over(partition_by=C.c.owner,
-                                         order_by=(C.c.next_attempt, C.c.id)).label("rank")
-        due = sa.select(C.c.id, C.c.owner, C.c.url, C.c.next_attempt, rank).where(*_due(now))
+        due = sa.select(C.c.id, C.c.owner, C.c.url, C.c.next_attempt).where(*_due(now))
         if skip_owners:
             due = due.where(C.c.owner.not_in(list(skip_owners)))
-        ranked = due.subquery()
+        oldest = due.order_by(C.c.next_attempt, C.c.id).limit(head).subquery()
+        rank = sa.func.row_number().over(partition_by=oldest.c.owner,
+                                         order_by=(oldest.c.next_attempt, oldest.c.id))
+        ranked = sa.select(oldest, rank.label("rank")).subquery()
         with reading(self.engine) as conn:
             return conn.execute(
                 sa.select(ranked.c.id, ranked.c.owner, ranked.c.url)

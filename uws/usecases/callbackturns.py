@@ -29,15 +29,17 @@ from urllib.parse import urlsplit
 FAILURES = 5            # failures in a row that open a receiver's breaker
 COOLDOWN = 60.0         # seconds its rows then wait
 PER_OWNER = 16          # of an owner's due rows looked at per claim
-CANDIDATES = 256        # due rows looked at per claim, owners' first rows first
+CANDIDATES = 256        # due rows chosen from per claim, owners' first rows first
+HEAD = 2000             # the oldest due rows these are taken from (owners at their share
+                        # left out): its cost, whatever the number due
 MAX_BROKEN = 10_000     # receivers remembered as failing (the oldest forgotten first)
 
 
 class Outbox(Protocol):
     """What :class:`Turns` needs of the store (uws.store.callbacks)."""
 
-    def due_callbacks(self, skip_owners: Sequence[str], per_owner: int,
-                      limit: int) -> Sequence[Any]: ...
+    def due_callbacks(self, skip_owners: Sequence[str], per_owner: int, limit: int,
+                      head: int) -> Sequence[Any]: ...
 
     def lease_callback(self, row_id: int, worker: str, lease_seconds: float) -> Any: ...
 
@@ -112,7 +114,7 @@ class Turns:
         share, the next owner's in turn; None when there is none."""
         with self._lock:
             busy = sorted(o for o, n in self._owners.items() if n >= self.share)
-            rows = self.outbox.due_callbacks(busy, PER_OWNER, CANDIDATES)
+            rows = self.outbox.due_callbacks(busy, PER_OWNER, CANDIDATES, HEAD)
             for candidate in self.in_turn(rows):
                 row = self.outbox.lease_callback(candidate.id, worker, lease_seconds)
                 if row is not None:     # else another process took it first
