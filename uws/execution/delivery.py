@@ -4,7 +4,9 @@ Never in a request thread nor in a job's process: a slow or dead receiver holds
 one of these threads for at most twice the service's ``callback_timeout`` (the
 whole attempt's deadline, however slowly it trickles its answer: uws.http.pinned), and
 the outbox row stays leased meanwhile, so no other thread or process attempts it
-at the same time.
+at the same time.  Which row a thread takes is decided by
+uws.usecases.callbackturns: no owner or receiver holds more than half the threads,
+owners take turns, and a receiver that keeps failing rests as a whole.
 
 What is sent is made by the payload maker registered for the row's subject kind
 (``@payload_maker("job")``, ``@payload_maker("batch")`` below); a new kind of subject
@@ -32,10 +34,10 @@ from ..render import json as render_json
 from ..render.xml import Links
 from ..store.batches import BatchStore
 from ..usecases import callbacks
+from ..usecases.callbackturns import Breaker, Turns
 
 log = logging.getLogger(__name__)
 
-THREADS = 4                 # deliveries at once per server process
 POLL = 1.0                  # seconds between looks for rows other processes made due
 MAX_RESPONSE_BYTES = 4096   # of a receiver's answer, read then dropped
 MAX_ADDRESSES = 3           # of a host's checked addresses, tried in turn
@@ -83,7 +85,8 @@ def batch_payload(api, row, base: str) -> dict[str, Any] | None:
 class Deliverer:
     """The delivery threads of one process, for the services of ``api.config``."""
 
-    def __init__(self, api, *, threads: int = THREADS, poll: float | None = None):
+    def __init__(self, api, *, threads: int | None = None, poll: float | None = None,
+                 breaker: Breaker | None = None):
         self.api = api
         self.store = api.store
         cfg = api.config
@@ -93,6 +96,8 @@ class Deliverer:
         self._name = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._wake = threading.Event()
+        threads = threads or api.config.callback_threads
+        self.turns = Turns(self.store, threads, breaker)
         self._threads = [threading.Thread(target=self._run, args=(f"{self._name}:{i}",),
                                           name=f"uws-callback-{i}", daemon=True)
                          for i in range(threads)]
@@ -118,9 +123,13 @@ class Deliverer:
     def _run(self, worker: str) -> None:
         while not self._stop.is_set():
             try:
-                row = self.store.claim_callback(worker, self._lease_seconds())
+                row = self.turns.claim(worker, self._lease_seconds())
                 if row is not None:
-                    self.deliver(row, worker)
+                    answered = None
+                    try:
+                        answered = self._attempt(row, worker)
+                    finally:
+                        self.turns.done(row, answered)
                     continue
             except Exception:   # the database away for a moment: try again later
                 log.exception("callback delivery failed")
@@ -133,34 +142,58 @@ class Deliverer:
                       default=10.0)
         return 2 * longest + 30
 
-    def deliver(self, row, worker: str) -> None:
-        """One attempt at ``row`` (leased to ``worker``), and its outcome recorded."""
+    def _attempt(self, row, worker: str) -> bool | None:
+        """Deliver ``row``, unless its receiver rests (uws.usecases.callbackturns)."""
+        rest = self.turns.resting(row.url)
+        if rest > 0 and row.service in self.api.config.services:
+            self._wait(row, worker, rest)
+            return None
+        return self.deliver(row, worker)
+
+    def _wait(self, row, worker: str, seconds: float) -> None:
+        """Put ``row`` back, due when its receiver's rest ends, no attempt spent; or
+        failed, if its retry time would run out meanwhile (as after a failure)."""
+        service = self.api.config.services[row.service]
+        elapsed = (timeutil.now() - row.due_time).total_seconds()
+        if elapsed + seconds > service.callback_retry_seconds:
+            self.store.release_callback(
+                row.id, worker, state=FAILED, last_error=row.last_error
+                or "not attempted: its receiver kept failing until the retry time ran out")
+            return
+        self.store.release_callback(row.id, worker,
+                                    next_attempt=timeutil.add_seconds(timeutil.now(), seconds))
+
+    def deliver(self, row, worker: str) -> bool | None:
+        """One attempt at ``row`` (leased to ``worker``), and its outcome recorded;
+        whether its receiver answered (a status under 500), failed (no answer, a
+        5xx), or None when it was not attempted."""
         service = self.api.config.services.get(row.service)
         maker = PAYLOADS.get(row.subject_kind)
         if service is None or maker is None:
             self._give_up(row, worker, None, f"no {row.subject_kind!r} callbacks in "
                           f"service {row.service!r}")
-            return
+            return None
         doc = maker(self.api, row, self.base)
         if doc is None:
             self._give_up(row, worker, None, f"the {row.subject_kind} no longer exists")
-            return
+            return None
         body = json.dumps(doc).encode()
         try:
             status = post(row.url, body, service)
         except callbacks.CallbackError as exc:
             self._failed(row, worker, service, None, str(exc))
-            return
+            return False
         except Exception as exc:    # unforeseen: still an attempt, so retries stay bounded
             log.exception("callback %s: the attempt failed", row.id)
             self._failed(row, worker, service, None, f"the request failed ({type(exc).__name__})")
-            return
+            return False
         if 200 <= status < 300:
             self.store.finish_attempt(row.id, worker, state=DELIVERED,
                                       last_status=status, last_error=None,
                                       delivered_time=timeutil.now())
         else:
             self._failed(row, worker, service, status, f"the receiver answered {status}")
+        return status < 500
 
     def _failed(self, row, worker: str, service, status: int | None, error: str) -> None:
         attempts = row.attempts + 1

@@ -4,7 +4,8 @@ claimed under a lease, and their outcome.
 A delivery row is added in the transaction that ends its subject (:func:`enqueue`,
 a change hook for jobs; :func:`add_delivery` for other subjects), so it exists if
 and only if that change committed.  Delivery threads in any process take due rows
-with a compare-and-set on the lease (:meth:`CallbackQueries.claim_callback`): a
+with a compare-and-set on the lease (:meth:`CallbackQueries.lease_callback`; which
+due row, :meth:`CallbackQueries.due_callbacks` and uws.usecases.callbackturns): a
 row is attempted by one thread at a time, and again by another only after a lease
 expired (its process died mid-attempt), so a receiver may rarely see a delivery
 twice, never two at once.  Mixed into Store, which provides ``engine``.
@@ -27,7 +28,7 @@ from .tables import job_callback as JC
 
 JOB = "job"
 _ENDED = frozenset(p.value for p in phases.TERMINAL)     # COMPLETED, ERROR, ABORTED
-_CANDIDATES = 8     # due rows looked at per claim; several threads race for them
+_CANDIDATES = 8     # due rows looked at per claim_callback; several threads race for them
 
 
 def name(conn: sa.Connection, job_id: str, url: str) -> None:
@@ -95,28 +96,65 @@ class CallbackQueries:
         return None if row is None else outcome(row._mapping)
 
     def claim_callback(self, worker: str, lease_seconds: float):
-        """A due delivery, leased to ``worker`` (the row), or None when none is due."""
-        now = timeutil.now()
-        free = sa.or_(C.c.lease_expires.is_(None), C.c.lease_expires < now)
-        due = (C.c.state == PENDING, C.c.next_attempt <= now, free)
-        with reading(self.engine) as conn:
-            ids = conn.execute(sa.select(C.c.id).where(*due).order_by(C.c.next_attempt)
-                               .limit(_CANDIDATES)).scalars().all()
-        lease = now + dt.timedelta(seconds=lease_seconds)
-        for row_id in ids:
-            with writing(self.engine) as conn:
-                won = conn.execute(C.update().where(C.c.id == row_id, *due).values(
-                    lease_owner=worker, lease_expires=lease)).rowcount == 1
-                if won:
-                    return conn.execute(sa.select(C).where(C.c.id == row_id)).first()
+        """A due delivery, leased to ``worker`` (the row), or None when none is due
+        (the oldest first; the delivery threads claim through
+        uws.usecases.callbackturns, which shares them fairly)."""
+        for row in self.due_callbacks((), _CANDIDATES, _CANDIDATES, _CANDIDATES):
+            leased = self.lease_callback(row.id, worker, lease_seconds)
+            if leased is not None:
+                return leased
         return None
+
+    def due_callbacks(self, skip_owners: Sequence[str], per_owner: int, limit: int,
+                      head: int):
+        """Of the ``head`` oldest due rows not leased, owners of ``skip_owners`` left
+        out, at most ``per_owner`` of each owner's (id, owner, url), each owner's first
+        row before any second one (then in due order), at most ``limit`` in all.  So
+        the owners behind one with many rows due are seen too; ``head`` bounds the cost
+        (the due rows' index, read in order) when thousands are due."""
+        now = timeutil.now()
+        due = sa.select(C.c.id, C.c.owner, C.c.url, C.c.next_attempt).where(*_due(now))
+        if skip_owners:
+            due = due.where(C.c.owner.not_in(list(skip_owners)))
+        oldest = due.order_by(C.c.next_attempt, C.c.id).limit(head).subquery()
+        rank = sa.func.row_number().over(partition_by=oldest.c.owner,
+                                         order_by=(oldest.c.next_attempt, oldest.c.id))
+        ranked = sa.select(oldest, rank.label("rank")).subquery()
+        with reading(self.engine) as conn:
+            return conn.execute(
+                sa.select(ranked.c.id, ranked.c.owner, ranked.c.url)
+                .where(ranked.c.rank <= per_owner)
+                .order_by(ranked.c.rank, ranked.c.next_attempt, ranked.c.id)
+                .limit(limit)).all()
+
+    def lease_callback(self, row_id: int, worker: str, lease_seconds: float):
+        """Row ``row_id`` leased to ``worker`` (the row) if it is still due and free
+        (a compare-and-set: of threads in several processes, one wins); else None."""
+        now = timeutil.now()
+        lease = now + dt.timedelta(seconds=lease_seconds)
+        with writing(self.engine) as conn:
+            won = conn.execute(C.update().where(C.c.id == row_id, *_due(now)).values(
+                lease_owner=worker, lease_expires=lease)).rowcount == 1
+            return conn.execute(sa.select(C).where(C.c.id == row_id)).first() if won else None
 
     def finish_attempt(self, row_id: int, worker: str, **fields) -> bool:
         """Record an attempt's outcome and free the lease, if ``worker`` still holds it."""
+        return self.release_callback(row_id, worker, attempts=C.c.attempts + 1, **fields)
+
+    def release_callback(self, row_id: int, worker: str, **fields) -> bool:
+        """Free the lease, if ``worker`` still holds it, changing ``fields`` but not
+        the attempts (a row put back unattempted, its receiver resting)."""
         with writing(self.engine) as conn:
             return conn.execute(C.update().where(C.c.id == row_id, C.c.lease_owner == worker)
                                 .values(lease_owner=None, lease_expires=None,
-                                        attempts=C.c.attempts + 1, **fields)).rowcount == 1
+                                        **fields)).rowcount == 1
+
+
+def _due(now: dt.datetime) -> tuple:
+    """A row that may be attempted now: pending, its time come, its lease free or
+    expired (its process died mid-attempt)."""
+    return (C.c.state == PENDING, C.c.next_attempt <= now,
+            sa.or_(C.c.lease_expires.is_(None), C.c.lease_expires < now))
 
 
 def _enqueue_statement(which):
