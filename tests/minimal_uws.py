@@ -18,6 +18,7 @@ import datetime as dt
 import email.parser
 import email.policy
 import ssl
+import sys
 import threading
 import time
 import uuid
@@ -361,7 +362,7 @@ class Scripted:
     def __init__(self, answer, tls: ssl.SSLContext | None = None):
         self.answer = answer
         self.requests: list[dict] = []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _scripted_handler(self))
+        self.httpd = _QuietOnRefusedTLS(("127.0.0.1", 0), _scripted_handler(self))
         self.httpd.daemon_threads = True
         if tls is not None:     # https: the handshake in each request's thread
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True,
@@ -378,6 +379,15 @@ class Scripted:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class _QuietOnRefusedTLS(ThreadingHTTPServer):
+    """A client refusing the certificate is what the https tests expect: no traceback
+    in the test run's output for it (other errors are printed as usual)."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ssl.SSLError):
+            super().handle_error(request, client_address)
 
 
 def _scripted_handler(server: Scripted):
