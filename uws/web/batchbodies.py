@@ -7,53 +7,85 @@
   header row of parameter names (a name repeated for a multi-valued parameter), then one
   row per job; an empty cell omits the name, so its default applies.
 
-Rows are counted from 1 in the order given.  The body is read up to MAX_BATCH_BYTES.
+Rows are counted from 1 in the order given.  The body is read as it is parsed, up to
+MAX_BATCH_BYTES, and no further than one row past the service's ``max_batch_jobs``: a
+body of millions of tiny rows is refused (413) once that row is read, never held or
+expanded whole.  Errors are met in the body's order (a malformed row past the limit is
+never seen).  At most ``server.batch_parses`` bodies are parsed at once (ParseSlots).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
-import json
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flask import request
 
 from ..domain.errors import BadRequest, TooLarge
+from ..domain.services import Service
 from .http import UnsupportedMediaType, check_unencoded, form_pairs, split_control, uploads
+from .jsonstream import JsonStream
+from .passwords import Busy
 
 MAX_BATCH_BYTES = 32 << 20
+#: Seconds a batch body waits for a parse slot before 503: long enough for a parse at
+#: the limits to end (well under a second), short enough not to pile up threads.
+PARSE_WAIT = 2.0
 CONTROL = frozenset({"PHASE", "RUNID", "CALLBACK"})
 JSON_KEYS = {"jobs", "runId", "phase", "callback"}
 
 Rows = list[list[tuple[str, str]]]
 
 
-def read_batch() -> tuple[Rows, dict[str, list[str]]]:
+class ParseSlots:
+    """At most ``count`` batch bodies parsed at once in this process: each may take a
+    few MiB and a CPU for up to a second, so many at once would starve other requests."""
+
+    def __init__(self, count: int):
+        self._slots = threading.BoundedSemaphore(count)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A slot for the block, waited for up to PARSE_WAIT seconds; else Busy (503)."""
+        if not self._slots.acquire(timeout=PARSE_WAIT):
+            raise Busy("too many batch bodies are being read at once; try again shortly", 1)
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+def read_batch(service: Service) -> tuple[Rows, dict[str, list[str]]]:
     """The parameter sets of this request, and its control values (PHASE, RUNID, CALLBACK) from
-    the query string and the body.  BadRequest, TooLarge or UnsupportedMediaType."""
+    the query string and the body.  BadRequest, TooLarge (past MAX_BATCH_BYTES, or more rows
+    than ``service.max_batch_jobs``) or UnsupportedMediaType."""
     check_unencoded()
+    limit = _RowLimit(service)
     if request.mimetype == "multipart/form-data":
-        return _multipart()
+        return _multipart(limit)
     control, rest = split_control(request.args.items(multi=True), CONTROL)
     _refuse_fields(rest)
     if request.mimetype == "application/json":
-        rows, given = _json_rows(_parse_json(_bounded(request.stream)))
+        rows, given = _json_body(_request_body(), limit)
         for name, value in given.items():
             control.setdefault(name, []).append(value)
         return rows, control
     if request.mimetype == "text/csv":
-        return csv_rows(_text(_bounded(request.stream))), control
+        return csv_rows(_lines(_request_body()), limit), control
     raise UnsupportedMediaType(f"unsupported body type {request.mimetype or 'unknown'!r}; send "
                                "application/json, text/csv, or a CSV file in multipart/form-data")
 
 
-def _multipart() -> tuple[Rows, dict[str, list[str]]]:
+def _multipart(limit: _RowLimit) -> tuple[Rows, dict[str, list[str]]]:
     control, rest = split_control(form_pairs(), CONTROL)
     _refuse_fields(rest)
     files = list(uploads().values())
     if len(files) != 1:
         raise BadRequest(f"send one CSV file in the form, not {len(files)}")
-    return csv_rows(_text(_bounded(files[0].stream))), control
+    return csv_rows(_lines(CappedBody(files[0].stream)), limit), control
 
 
 def _refuse_fields(pairs) -> None:
@@ -62,46 +94,124 @@ def _refuse_fields(pairs) -> None:
                          "string or the form")
 
 
-def _bounded(stream) -> bytes:
-    data = stream.read(MAX_BATCH_BYTES + 1)
-    if len(data) > MAX_BATCH_BYTES:
-        raise TooLarge(f"a batch body has at most {MAX_BATCH_BYTES} bytes")
-    return data
+def _request_body() -> CappedBody:
+    """The request's body, refused at once when it says it is too large."""
+    if (request.content_length or 0) > MAX_BATCH_BYTES:
+        raise _too_big()
+    return CappedBody(request.stream)
 
 
-def _text(data: bytes) -> str:
+def _too_big() -> TooLarge:
+    return TooLarge(f"a batch body has at most {MAX_BATCH_BYTES} bytes")
+
+
+class _RowLimit:
+    """One row past the service's ``max_batch_jobs`` ends the reading with 413."""
+
+    def __init__(self, service: Service):
+        self.name, self.most = service.name, service.max_batch_jobs
+
+    def check(self, rows: int) -> None:
+        if rows > self.most:
+            raise TooLarge(f"a batch of {self.name!r} has at most {self.most} jobs; "
+                           f"this one has more (reading stopped at row {rows})")
+
+
+class CappedBody(io.RawIOBase):
+    """A body stream read in pieces; TooLarge once more than MAX_BATCH_BYTES come."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self._stream = stream
+        self._seen = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(min(len(buffer), MAX_BATCH_BYTES + 1 - self._seen))
+        self._seen += len(data)
+        if self._seen > MAX_BATCH_BYTES:
+            raise _too_big()
+        buffer[:len(data)] = data
+        return len(data)
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+def _json_body(body: CappedBody, limit: _RowLimit) -> tuple[Rows, dict[str, str]]:
+    """Rows, and the control values of the object form."""
+    doc = JsonStream(body.read)
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BadRequest("the CSV is not UTF-8") from None
-
-
-def _parse_json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
+        first = doc.peek()
+        if first == "[":
+            rows: Rows | None = _json_array(doc, limit)
+            fields: dict[str, Any] = {}
+        elif first == "{":
+            rows, fields = _json_object(doc, limit)
+        else:
+            doc.value()     # a malformed body says so first
+            rows, fields = None, {}
+        doc.end()
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"the body is not JSON: {exc}") from None
-
-
-def _json_rows(doc: Any) -> tuple[Rows, dict[str, str]]:
-    """Rows, and the control values of the object form."""
-    control: dict[str, str] = {}
-    if isinstance(doc, dict):
-        unknown = sorted(set(doc) - JSON_KEYS)
-        if unknown:
-            raise BadRequest(f"{unknown[0]}: not a key of a batch (jobs, runId, phase, "
-                             "callback)")
-        for key, name in (("runId", "RUNID"), ("phase", "PHASE"), ("callback", "CALLBACK")):
-            value = doc.get(key)
-            if value is not None and not isinstance(value, str):
-                raise BadRequest(f"{key}: must be a string")
-            if value is not None:
-                control[name] = value
-        doc = doc.get("jobs")
-    if not isinstance(doc, list):
+    control = _json_control(fields)
+    if rows is None:
         raise BadRequest("a batch is a JSON array of parameter objects, or an object whose "
                          "'jobs' is one")
-    return [_json_row(number, item) for number, item in enumerate(doc, 1)], control
+    return rows, control
+
+
+def _json_array(doc: JsonStream, limit: _RowLimit) -> Rows:
+    """The rows of an array whose "[" is next, each converted as soon as it is read."""
+    doc.take("[", "'['")
+    rows: Rows = []
+    if doc.peek() == "]":
+        doc.take("]", "']'")
+        return rows
+    while True:
+        item = doc.value()
+        limit.check(len(rows) + 1)
+        rows.append(_json_row(len(rows) + 1, item))
+        if doc.take(",]", "',' delimiter") == "]":
+            return rows
+
+
+def _json_object(doc: JsonStream, limit: _RowLimit) -> tuple[Rows | None, dict[str, Any]]:
+    """The object form: its rows (None when "jobs" is no array) and its other members."""
+    doc.take("{", "'{'")
+    rows: Rows | None = None
+    fields: dict[str, Any] = {}
+    if doc.peek() == "}":
+        doc.take("}", "'}'")
+        return rows, fields
+    while True:
+        if doc.peek() != '"':
+            doc.take('"', "property name enclosed in double quotes")
+        key = doc.value()
+        doc.take(":", "':' delimiter")
+        if key == "jobs" and doc.peek() == "[":
+            rows, fields[key] = _json_array(doc, limit), None
+        else:
+            fields[key] = doc.value()
+            if key == "jobs":       # the last of repeated keys counts, as in json.loads
+                rows = None
+        if doc.take(",}", "',' delimiter") == "}":
+            return rows, fields
+
+
+def _json_control(fields: dict[str, Any]) -> dict[str, str]:
+    unknown = sorted(set(fields) - JSON_KEYS)
+    if unknown:
+        raise BadRequest(f"{unknown[0]}: not a key of a batch (jobs, runId, phase, callback)")
+    control: dict[str, str] = {}
+    for key, name in (("runId", "RUNID"), ("phase", "PHASE"), ("callback", "CALLBACK")):
+        value = fields.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"{key}: must be a string")
+        if value is not None:
+            control[name] = value
+    return control
 
 
 def _json_row(number: int, item: Any) -> list[tuple[str, str]]:
@@ -122,20 +232,33 @@ def _json_row(number: int, item: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def csv_rows(text: str) -> Rows:
-    """Rows of a CSV whose first row names the parameters; blank lines are skipped."""
+# -- CSV -------------------------------------------------------------------------------------
+
+def _lines(body: CappedBody) -> Iterator[str]:
+    """The body's lines as text, decoded as they are read."""
+    text = io.TextIOWrapper(io.BufferedReader(body), encoding="utf-8-sig", newline="")
     try:
-        lines = [line for line in csv.reader(io.StringIO(text, newline="")) if line]
+        yield from text
+    except UnicodeDecodeError:
+        raise BadRequest("the CSV is not UTF-8") from None
+
+
+def csv_rows(lines: Iterable[str], limit: _RowLimit) -> Rows:
+    """Rows of a CSV whose first row names the parameters; blank lines are skipped."""
+    reader = (cells for cells in csv.reader(lines) if cells)
+    try:
+        header = [name.strip() for name in next(reader, [])]
+        if not header:
+            raise BadRequest("the CSV has no header row")
+        if not all(header):
+            raise BadRequest("the CSV header has an empty column name")
+        rows = []
+        for number, cells in enumerate(reader, 1):
+            limit.check(number)
+            if len(cells) > len(header):
+                raise BadRequest(f"row {number}: {len(cells)} values for {len(header)} "
+                                 "columns")
+            rows.append([(name, cell) for name, cell in zip(header, cells) if cell != ""])
     except csv.Error as exc:
         raise BadRequest(f"malformed CSV: {exc}") from None
-    if not lines:
-        raise BadRequest("the CSV has no header row")
-    header = [name.strip() for name in lines[0]]
-    if not all(header):
-        raise BadRequest("the CSV header has an empty column name")
-    rows = []
-    for number, cells in enumerate(lines[1:], 1):
-        if len(cells) > len(header):
-            raise BadRequest(f"row {number}: {len(cells)} values for {len(header)} columns")
-        rows.append([(name, cell) for name, cell in zip(header, cells) if cell != ""])
     return rows
