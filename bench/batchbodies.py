@@ -2,7 +2,7 @@
 """What one batch body at the size cap costs the server to parse: peak RSS growth, wall
 and CPU time, for the worst bodies an anonymous client can send.
 
-    python bench/batchbodies.py [--cases json-empty,json-one-key,csv-one-value] [--mib 32]
+    python bench/batchbodies.py [--cases json-empty,json-one-key,csv-one-value|all] [--mib 32]
 
 Each case runs in a fresh Python process of its own (so one case's peak cannot hide
 another's): it builds the app in process (a temporary SQLite database, the demo
@@ -12,7 +12,8 @@ the body (``--mib`` MiB, by default the server's cap ``MAX_BATCH_BYTES``), reads
 waitress's temporary file, not in memory) after resetting its peak (``VmHWM``, through
 ``/proc/self/clear_refs``), POSTs the body to ``/sleep/batches`` through Flask's test
 client (as its input stream: given as ``data`` the client would copy it), then reads
-``VmHWM`` (the peak) and the wall and CPU time of the POST.  Nothing leaves the process; each case is bounded by a timeout.
+``VmHWM`` (the peak) and the wall and CPU time of the POST.  Nothing leaves the
+process; each case is bounded by a timeout.
 """
 from __future__ import annotations
 
@@ -31,7 +32,19 @@ CASES = {
     "json-empty": ("application/json", b"[", b"{},", b"{}]"),
     "json-one-key": ("application/json", b"[", b'{"DURATION":0},', b'{"DURATION":0}]'),
     "csv-one-value": ("text/csv", b"DURATION\n", b"0\n", b"0\n"),
+    # within the row limit, but every byte still to be read: one row of 16 M values (of a
+    # parameter that takes one: refused by the use case, after parsing), whitespace,
+    # blank lines
+    "json-one-row": ("application/json", b'[{"DURATION":[', b"0,", b"0]}]"),
+    "json-spaces": ("application/json", b"[", b" ", b"{}]"),
+    "csv-blank-lines": ("text/csv", b"DURATION\n", b"\n", b"0\n"),
+    # rows of 512 values each: as many values as fit
+    "json-dense-rows": ("application/json", b"[", b'{"DURATION":[' + b"0," * 511 + b"0]},",
+                        b"{}]"),
+    "csv-dense-rows": ("text/csv", b"DURATION," * 511 + b"DURATION\n", b"0," * 511 + b"0\n",
+                       b"0\n"),
 }
+DEFAULT_CASES = ("json-empty", "json-one-key", "csv-one-value")
 
 
 def body(case: str, size: int) -> bytes:
@@ -102,7 +115,8 @@ def run_case(case: str, size: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
+                        help=f"of {', '.join(CASES)} (or all)")
     parser.add_argument("--mib", type=float, default=None,
                         help="body size in MiB (default: the server's MAX_BATCH_BYTES)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -116,7 +130,7 @@ def main() -> None:
     print(f"body size {size} bytes; one fresh process per case")
     print(f"{'case':<15} {'status':>6} {'idle MiB':>9} {'peak-idle MiB':>14} {'wall s':>7} "
           f"{'CPU s':>6}  answer")
-    for case in args.cases.split(","):
+    for case in CASES if args.cases == "all" else args.cases.split(","):
         r = run_case(case, size)
         if "error" in r:
             print(f"{case:<15} failed: {r['error']}")

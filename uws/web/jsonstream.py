@@ -4,7 +4,8 @@ one row past its service's ``max_batch_jobs``).
 
 The caller walks the structure (:meth:`JsonStream.peek`, :meth:`JsonStream.take`) and
 decodes each element with :meth:`JsonStream.value` (``json.JSONDecoder.raw_decode``
-over the text read so far, reading on while the element is incomplete).  Errors are
+over the text read so far, reading on while the element is incomplete, up to a length
+the caller gives).  Errors are
 ValueError, as ``json.loads`` raises them; the encodings ``json.loads`` accepts for
 bytes (UTF-8 with or without a BOM, UTF-16, UTF-32) are accepted here too.
 """
@@ -17,7 +18,16 @@ from collections.abc import Callable
 from typing import Any
 
 CHUNK = 64 << 10            # bytes read at a time while a value is complete
+LOOKAHEAD = 8               # a value ending this close to the text read so far may go on
 WHITESPACE = re.compile(r"[ \t\n\r]*")   # JSON's own (str.isspace would take more)
+
+
+class TooLong(Exception):
+    """A value longer than its caller allows (not a ValueError: the JSON may be fine)."""
+
+    def __init__(self, most: int):
+        super().__init__(f"more than {most} characters")
+        self.most = most
 
 
 class JsonStream:
@@ -48,24 +58,41 @@ class JsonStream:
         self._pos += 1
         return char
 
-    def value(self) -> Any:
-        """The next whole JSON value, consumed."""
+    def value(self, most: int) -> Any:
+        """The next whole JSON value, consumed; TooLong when its text has more than
+        ``most`` characters (it is then held no further)."""
         if not self.peek():
             raise ValueError(f"Expecting value (char {self._dropped + self._pos})")
         while True:
             try:
                 value, end = self._json.raw_decode(self._text, self._pos)
             except json.JSONDecodeError as exc:
-                # incomplete so far, or wrong: only the end of the body tells which;
-                # reading as much again each time keeps the re-decoding linear
-                if self._more(len(self._text) - self._pos):
-                    continue
-                raise ValueError(f"{exc.msg} (char {self._dropped + exc.pos})") from None
-            # a number at the end of the text read so far may go on in the next bytes
-            if end == len(self._text) and self._more():
+                if not self._truncated(exc):
+                    raise ValueError(f"{exc.msg} (char {self._dropped + exc.pos})") from None
+                self._within(len(self._text) - self._pos, most)
+                # as much again each time: re-decoding a long value stays linear
+                self._more(len(self._text) - self._pos)
+                continue
+            self._within(end - self._pos, most)
+            # "12" or "1." at the end of the text read so far may go on ("123", "1.5")
+            if len(self._text) - end < LOOKAHEAD and self._more():
                 continue
             self._pos = end
             return value
+
+    def _truncated(self, exc: json.JSONDecodeError) -> bool:
+        """Whether the error may be the end of the text read so far, not of the value:
+        a decoder stuck by that end stops within a few characters of it, except in a
+        string (reported where the string starts)."""
+        if self._ended:
+            return False
+        return (exc.pos >= len(self._text) - LOOKAHEAD
+                or exc.msg.startswith("Unterminated string"))
+
+    @staticmethod
+    def _within(length: int, most: int) -> None:
+        if length > most:
+            raise TooLong(most)
 
     def end(self) -> None:
         """Nothing but whitespace may follow (read to the end to know)."""
