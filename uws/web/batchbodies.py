@@ -43,9 +43,9 @@ MAX_BATCH_BYTES = 32 << 20
 #: Text of one row (a JSON element, a CSV record): a single creation's form body has at
 #: most as much (uws.web.http.MAX_FORM_BYTES).
 ROW_CHARS = MAX_FORM_BYTES
-#: Parameter values of all rows: 26 a job at 10 000 jobs.  Each becomes a pair here and a
-#: validated value in the use case (a few hundred bytes in all), so this bounds the
-#: memory of a body of many values (2-byte ones: 16 M in 32 MiB) to tens of MiB.
+#: Parameter values of all rows: 26 a job at 10 000 jobs.  Each becomes a pair here
+#: (about 100 bytes) before the use case validates any, so this bounds what a body of
+#: many values takes (2-byte ones: 16 M in 32 MiB, over 4 GB) to tens of MiB.
 MAX_BATCH_VALUES = 1 << 18
 #: Blank lines of a CSV, skipped (a few ms of CPU); more is padding, not rows.
 BLANK_LINES = 1 << 16
