@@ -73,6 +73,8 @@ class Config:
     event_retention: int = _setting("server", 7 * 86400, min=60, max=10 * 366 * 86400)
     # Callback deliveries at once per process (one owner or receiver: at most half of them)
     callback_threads: int = _setting("server", 4, min=1, max=256)
+    # batch bodies parsed at once (uws.web.batchbodies); more wait 2 s, then 503
+    batch_parses: int = _setting("server", 2, min=1, max=1000)
     executor: str = _setting("executor", "local", key="kind", choices=EXECUTORS)
     slots: int = _setting("executor", factory=lambda: os.cpu_count() or 1, min=1, max=4096)
     # kind = "celery": the broker front ends publish to and workers consume from

@@ -73,7 +73,7 @@ def create_app(config=None) -> Flask:
     app.extensions["uws"], app.extensions["uws_events"] = _build(cfg)
     app.extensions["uws_hosts"] = HostPolicy.of(cfg)
     app.register_blueprint(joblist.bp)
-    batches.install(app, app.extensions["uws"])
+    batches.install(app, app.extensions["uws"], cfg.batch_parses)
     app.register_blueprint(events.bp)
     app.register_blueprint(job.bp)
     app.register_blueprint(vosi.bp)

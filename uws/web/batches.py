@@ -11,7 +11,7 @@ from ..store.batches import BatchStore
 from ..usecases.batches import BatchControl, Batches
 from . import pages
 from .access import service_view
-from .batchbodies import read_batch
+from .batchbodies import ParseSlots, read_batch
 from .http import (
     base_url,
     form_pairs,
@@ -37,9 +37,11 @@ PAGE = 100          # jobs or batches per page unless ``limit`` asks otherwise
 MAX_PAGE = 1000
 
 
-def install(app: Flask, jobs) -> None:
-    """Serve batches with the app's use cases (``jobs``) and store."""
+def install(app: Flask, jobs, parses: int) -> None:
+    """Serve batches with the app's use cases (``jobs``) and store, parsing at most
+    ``parses`` batch bodies at once."""
     app.extensions["uws_batches"] = Batches(jobs, BatchStore(jobs.store))
+    app.extensions["uws_batch_parses"] = ParseSlots(parses)
     app.register_blueprint(bp)
 
 
@@ -100,8 +102,9 @@ def _linker(url: str):
 @service_view
 def create_batch(service: str):
     api = batches_api()
-    api.jobs.service(service)       # 404 before reading the body
-    rows, control = read_batch()
+    served = api.jobs.service(service)      # 404 before reading the body
+    with current_app.extensions["uws_batch_parses"].held():
+        rows, control = read_batch(served)
     phase = single(control, "PHASE")
     if phase is not None and phase.upper() != "RUN":
         raise BadRequest(f"PHASE: only RUN may be given at creation, not {phase!r}")
