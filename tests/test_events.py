@@ -403,6 +403,15 @@ def test_bad_polling_parameters_answer_400(served, query):
     page(client_of(app), query, status=400)
 
 
+@pytest.mark.parametrize("owner", ["a%00b", "a%1Bb", "%FF"])
+def test_an_owner_with_a_control_character_or_not_utf8_answers_400(served, owner):
+    """PostgreSQL cannot store or compare NUL: an administrator's ?owner=a%00b was a 500."""
+    app, _ = served()
+    r = client_of(app).get(f"/sleep/events?owner={owner}", headers=user("root"))
+    assert r.status_code == 400
+    assert r.get_data(as_text=True).startswith("owner: ")
+
+
 def test_since_answers_the_events_from_that_time(served):
     app, url = served()
     post_job(url)

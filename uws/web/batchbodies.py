@@ -3,6 +3,7 @@
 * ``application/json``: an array of objects (one per job) mapping a parameter name to
   a value or a list of values (strings, numbers, booleans; null omits the name), or an
   object ``{"jobs": [...], "runId": "...", "phase": "RUN", "callback": "https://..."}``.
+  Its strings are valid Unicode: a ``\\ud800`` escape, a lone surrogate, is refused.
 * ``text/csv`` (the body), or a multipart form with one file part holding the CSV: a
   header row of parameter names (a name repeated for a multi-valued parameter), then one
   row per job; an empty cell omits the name, so its default applies.
@@ -20,6 +21,7 @@ from flask import request
 
 from ..domain.errors import BadRequest, TooLarge
 from .http import UnsupportedMediaType, check_unencoded, form_pairs, split_control, uploads
+from .texts import check_text
 
 MAX_BATCH_BYTES = 32 << 20
 CONTROL = frozenset({"PHASE", "RUNID", "CALLBACK"})
@@ -96,7 +98,7 @@ def _json_rows(doc: Any) -> tuple[Rows, dict[str, str]]:
             if value is not None and not isinstance(value, str):
                 raise BadRequest(f"{key}: must be a string")
             if value is not None:
-                control[name] = value
+                control[name] = check_text(value, key)
         doc = doc.get("jobs")
     if not isinstance(doc, list):
         raise BadRequest("a batch is a JSON array of parameter objects, or an object whose "
@@ -109,12 +111,15 @@ def _json_row(number: int, item: Any) -> list[tuple[str, str]]:
         raise BadRequest(f"row {number}: must be an object of parameter names and values")
     pairs = []
     for name, value in item.items():
+        check_text(name, f"row {number}: a parameter name")
         for one in value if isinstance(value, list) else [value]:
             if one is None:
                 continue
             if isinstance(one, bool):
                 pairs.append((name, "true" if one else "false"))
-            elif isinstance(one, (str, int, float)):
+            elif isinstance(one, str):
+                pairs.append((name, check_text(one, f"row {number}: {name}")))
+            elif isinstance(one, (int, float)):
                 pairs.append((name, str(one)))
             else:
                 raise BadRequest(f"row {number}: {name}: a value is a string, a number or a "
