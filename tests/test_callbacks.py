@@ -360,6 +360,19 @@ def test_internal_addresses_are_refused_unless_listed(client, url):
     assert "callback_hosts" in r.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("host", [
+    "a" * 64 + ".example.org", "xn--zz.example.org", "xn--abc-.example.org", "a..example.org",
+    "\u2488.example.org",
+])
+def test_a_host_name_idna_cannot_encode_is_refused_as_not_valid(client, host):
+    """Not "resolves to an internal address": the name is what is wrong."""
+    r = client.post("/public", data={"CALLBACK": f"https://{host}/hook"})
+    assert r.status_code == 400
+    text = r.get_data(as_text=True)
+    assert text.startswith(f"CALLBACK: the host name {host!r} is not valid"), text
+    assert "internal" not in text
+
+
 def test_unlisted_host_is_refused(client):
     r = client.post("/listed", data={"CALLBACK": "https://other.example.org/hook"})
     assert r.status_code == 400

@@ -403,6 +403,15 @@ def test_bad_polling_parameters_answer_400(served, query):
     page(client_of(app), query, status=400)
 
 
+@pytest.mark.parametrize("owner", ["a%00b", "a%1Bb", "%FF"])
+def test_an_owner_with_a_control_character_or_not_utf8_answers_400(served, owner):
+    """PostgreSQL cannot store or compare NUL: an administrator's ?owner=a%00b was a 500."""
+    app, _ = served()
+    r = client_of(app).get(f"/sleep/events?owner={owner}", headers=user("root"))
+    assert r.status_code == 400
+    assert r.get_data(as_text=True).startswith("owner: ")
+
+
 def test_since_answers_the_events_from_that_time(served):
     app, url = served()
     post_job(url)
@@ -417,6 +426,32 @@ def test_since_accepts_reduced_precision(served):
     job = post_job(url)
     assert [e["jobId"] for e in page(client_of(app), "?since=2000")["events"]] == [job]
     assert page(client_of(app), "?since=2999-01")["events"] == []
+
+
+def test_a_page_since_a_time_past_every_event_goes_on_from_the_last_event(served):
+    """lastEventId is an integer on every page: with no event since that time, the id
+    a reader goes on from, as ``latest`` gives it."""
+    app, url = served()
+    post_job(url)
+    newest = page(client_of(app), "?latest")["lastEventId"]
+    doc = page(client_of(app), "?since=9999-12-31")
+    assert doc["events"] == [] and doc["lastEventId"] == newest
+    assert isinstance(newest, int) and newest > 0
+
+
+def test_a_page_with_no_events_at_all_goes_on_from_0(served):
+    app, _ = served()
+    for query in ("", "?since=9999-12-31"):
+        doc = page(client_of(app), query)
+        assert doc["events"] == [] and doc["lastEventId"] == 0
+
+
+def test_a_page_since_a_time_past_every_event_misses_none_that_follow(served):
+    app, url = served()
+    post_job(url)
+    last = page(client_of(app), "?since=9999-12-31")["lastEventId"]
+    later = post_job(url)
+    assert [e["jobId"] for e in page(client_of(app), f"?after={last}")["events"]] == [later]
 
 
 def test_latest_answers_the_newest_event_of_each_job(served):
@@ -529,7 +564,7 @@ def test_an_event_committed_after_a_later_one_is_still_delivered(served):
         later = post_job(url)
         assert stream.events_until_heartbeat() == []     # held back while the first is open
         assert client_of(app).get("/sleep/events", headers=user("alice")).get_json() == {
-            "events": [], "lastEventId": None, "next": None, "pending": True}
+            "events": [], "lastEventId": 0, "next": None, "pending": True}
         tx.commit()
     seen = stream.events(2)
     assert [e["jobId"] for e in seen] == ["heldjob", later]

@@ -160,6 +160,15 @@ def test_a_proxy_header_that_is_not_utf8_answers_400(client):
     assert client.get("/sleep", headers={"X-Remote-User": "d\xe4ve"}).status_code == 400
 
 
+@pytest.mark.parametrize("name", ["da\x00ve", "da\x1bve"])
+def test_a_proxy_header_with_a_control_character_answers_400(client, name):
+    """An owner no document could show, and PostgreSQL could not store (NUL: a 500)."""
+    for r in (client.post("/sleep", data={"DURATION": "0"}, headers={"X-Remote-User": name}),
+              client.get("/sleep", headers={"X-Remote-User": name})):
+        assert r.status_code == 400
+        assert b"X-Remote-User header holds a control character" in r.data
+
+
 def test_wrong_credentials_from_an_untrusted_address_answer_401_despite_the_header(client):
     r = client.get("/sleep", environ_base={"REMOTE_ADDR": "192.0.2.7"},
                    headers={"X-Remote-User": "dave", "Authorization": "Bearer guess"})

@@ -245,7 +245,7 @@ class JobEvent:
 class EventPage:
     events: list[JobEvent]
     pending: bool       # later events exist but wait for older transactions to end
-    # the newest: where a reader goes on from, read with the events (see latest_events)
+    # where a reader goes on from, read with the events (see events_after, latest_events)
     last_id: int | None = None
 
 

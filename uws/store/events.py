@@ -116,13 +116,20 @@ class EventQueries:
     def events_after(self, service: str, owner: str | None, after: int | None,
                      since: dt.datetime | None, limit: int) -> EventPage:
         """Up to ``limit`` events, in log order, after the event ``after`` (its id)
-        and at or after ``since``."""
+        and at or after ``since``, with the id a reader goes on from (``last_id``): the
+        last event's; with none, ``after``; with neither, the scope's last id as
+        ``latest_events`` gives it (0: no events), read in the same snapshot, so that no
+        event committed meanwhile falls before it unseen."""
         with self._one_snapshot() as conn:
             where = _scope(service, owner) + _since(since) + _after(conn, service, after)
             stmt = sa.select(*_COLUMNS).where(*where).order_by(E.c.xid, E.c.seq).limit(limit)
             events = [_event(row) for row in conn.execute(self._settled(stmt))]
             pending = len(events) < limit and self._pending(conn, where)
-        return EventPage(events, pending)
+            if events:
+                last_id = events[-1].seq
+            else:
+                last_id = after if after is not None else self._last_id(conn, service, owner)
+        return EventPage(events, pending, last_id)
 
     def last_event_id(self, service: str, owner: str | None) -> int:
         """The id of the last event a reader may be given now (0: none), where a

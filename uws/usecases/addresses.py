@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from encodings import idna
+
+MAX_NAME = 253      # characters of a DNS name in ASCII, its final dot not counted
+MAX_LABEL = 63
 
 
 def resolve(host: str, port: int, checked: bool) -> list[str]:
@@ -24,6 +28,41 @@ def resolve(host: str, port: int, checked: bool) -> list[str]:
     if not found:
         raise OSError(f"{host} has no address")
     return found
+
+
+def dns_name(host: str) -> str:
+    """``host`` as DNS is asked for it: an IP address as it is, a name in IDNA (ASCII).
+    ValueError saying why for a name that has no such form: an empty label, one longer
+    than 63 characters, a character IDNA does not allow, an ``xn--`` label IDNA would
+    not make.  (Resolving such a name raises UnicodeError, a ValueError too, which
+    callers would take for an address refused.)"""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host    # a final dot names the root
+    ascii_name = ".".join(_ascii_label(label) for label in name.split("."))
+    if len(ascii_name) > MAX_NAME:
+        raise ValueError(f"longer than {MAX_NAME} characters in IDNA")
+    return ascii_name
+
+
+def _ascii_label(label: str) -> str:
+    if not label:
+        raise ValueError("it has an empty label")
+    if label.isascii() and len(label) > MAX_LABEL:
+        raise ValueError(f"a label is longer than {MAX_LABEL} characters")
+    try:
+        encoded = idna.ToASCII(label).decode("ascii")
+        if "." in encoded:      # nameprep maps some characters to dots ("⒈" to "1.")
+            raise UnicodeError(label)
+        idna.ToUnicode(encoded.lower())     # an xn-- label must be one IDNA makes
+    except UnicodeError:
+        raise ValueError(f"the label {label!r} is not valid IDNA (too long once encoded, a "
+                         "character IDNA does not allow, or an xn-- label it would not "
+                         "make)") from None
+    return encoded
 
 
 def listed(host: str, allowed) -> bool:

@@ -21,7 +21,7 @@ import ipaddress
 import random
 from urllib.parse import urlsplit
 
-from .addresses import listed, public, resolve
+from .addresses import dns_name, listed, public, resolve
 
 MAX_URL_LENGTH = 2048
 MAX_DELAY = 3600.0      # between two attempts, whatever the backoff says
@@ -87,6 +87,10 @@ def _parts(url: str) -> tuple[str, str, int]:
         raise CallbackError("CALLBACK: not a valid URL (its port)") from None
     if not host:
         raise CallbackError("CALLBACK: must be an absolute http or https URL")
+    try:
+        dns_name(host)
+    except ValueError as exc:
+        raise CallbackError(f"CALLBACK: the host name {host!r} is not valid: {exc}") from None
     return scheme, host, port
 
 
@@ -110,11 +114,11 @@ def _checked_addresses(host: str, port: int) -> list[str]:
                             "written out in callback_hosts may be internal")
     try:
         return resolve(host, port, checked=True)
+    except (OSError, UnicodeError):     # UnicodeError is a ValueError: first
+        raise CallbackError(f"CALLBACK: host {host!r} cannot be resolved") from None
     except ValueError:
         raise CallbackError(f"CALLBACK: {host} resolves to an internal address; only a "
                             "host written out in callback_hosts may be internal") from None
-    except (OSError, UnicodeError):
-        raise CallbackError(f"CALLBACK: host {host!r} cannot be resolved") from None
 
 
 def _is_address(host: str) -> bool:

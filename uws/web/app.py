@@ -34,6 +34,7 @@ from .http import MAX_FORM_BYTES, base_url, json_response, text
 from .incoming import UWSRequest
 from .negotiation import NEGOTIATED, host_problem, wants_html, wants_json
 from .passwords import RetryLater
+from .texts import check_request, shown
 
 log = logging.getLogger(__name__)
 #: seconds a client is told to wait after the database failed a request (503)
@@ -168,8 +169,10 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 
 def _admit() -> None:
     """Every request's checks, in one hook (each hook costs Flask a dispatch): a usable
-    Host, no cross-site post, and credentials that are right or absent."""
+    Host, a path and a query that are text, no cross-site post, and credentials that
+    are right or absent."""
     _usable_host()
+    check_request(request.environ, request.query_string)
     _same_origin_only()
     identity.current_caller()   # authenticated once; what it may reach is each view's guard
     if request.method == "OPTIONS" and _unserved_service() is not None:    # Flask answers it
@@ -263,7 +266,9 @@ def _unserved_service() -> str | None:
 
 def _error_response(status: int, message: str):
     """An error as asked for: ``{"error": {"status", "message"}}`` for JSON, a page for
-    browsers, plain text for everyone else."""
+    browsers, plain text for everyone else.  Whatever text of the request the message
+    quotes, it can be encoded (a lone surrogate made a 500 of a 400)."""
+    message = shown(message)
     if wants_json():
         return json_response({"error": {"status": status, "message": message}}, status,
                              headers=NEGOTIATED)

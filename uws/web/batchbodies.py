@@ -3,6 +3,7 @@
 * ``application/json``: an array of objects (one per job) mapping a parameter name to
   a value or a list of values (strings, numbers, booleans; null omits the name), or an
   object ``{"jobs": [...], "runId": "...", "phase": "RUN", "callback": "https://..."}``.
+  Its strings are valid Unicode: a ``\\ud800`` escape, a lone surrogate, is refused.
 * ``text/csv`` (the body), or a multipart form with one file part holding the CSV: a
   header row of parameter names (a name repeated for a multi-valued parameter), then one
   row per job; an empty cell omits the name, so its default applies.
@@ -38,6 +39,7 @@ from .http import (
 )
 from .jsonstream import JsonStream, TooLong
 from .passwords import Busy
+from .texts import check_text
 
 MAX_BATCH_BYTES = 32 << 20
 #: Text of one row (a JSON element, a CSV record): a single creation's form body has at
@@ -257,7 +259,7 @@ def _json_control(fields: dict[str, Any]) -> dict[str, str]:
         if value is not None and not isinstance(value, str):
             raise BadRequest(f"{key}: must be a string")
         if value is not None:
-            control[name] = value
+            control[name] = check_text(value, key)
     return control
 
 
@@ -266,12 +268,15 @@ def _json_row(number: int, item: Any) -> list[tuple[str, str]]:
         raise BadRequest(f"row {number}: must be an object of parameter names and values")
     pairs = []
     for name, value in item.items():
+        check_text(name, f"row {number}: a parameter name")
         for one in value if isinstance(value, list) else [value]:
             if one is None:
                 continue
             if isinstance(one, bool):
                 pairs.append((name, "true" if one else "false"))
-            elif isinstance(one, (str, int, float)):
+            elif isinstance(one, str):
+                pairs.append((name, check_text(one, f"row {number}: {name}")))
+            elif isinstance(one, (int, float)):
                 pairs.append((name, str(one)))
             else:
                 raise BadRequest(f"row {number}: {name}: a value is a string, a number or a "

@@ -127,7 +127,7 @@ def _page(feed: ev.EventFeed, service: str, scope: str | None) -> Response:
     found = feed.page(service, scope, at, limit)
     events = found.events
     doc: dict[str, Any] = {"events": [render.event(e) for e in events],
-                           "lastEventId": events[-1].seq if events else at.after,
+                           "lastEventId": found.last_id,
                            "next": None, "pending": found.pending}
     headers = dict(NEGOTIATED)
     if len(events) == limit:

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import unquote_to_bytes
 
 from flask import Response, current_app, request
 
 from ..domain.errors import BadRequest, UWSError
 from .incoming import current
 from .negotiation import url_root
+from .texts import check_utf8
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 XML_TYPE = "text/xml; charset=utf-8"
@@ -50,8 +50,7 @@ def form_pairs(include_query: bool = True) -> list[tuple[str, str]]:
     """(name, value) pairs of the query string and the form body, in order."""
     check_form_body()
     pairs: list[tuple[str, str]] = []
-    if include_query:
-        _check_utf8(request.query_string, "the query string")
+    if include_query:      # its text was checked as the request came (uws.web.texts)
         pairs.extend(request.args.items(multi=True))
     if request.method in ("POST", "PUT"):
         pairs.extend(_form().items(multi=True))
@@ -64,25 +63,13 @@ def _form():
     """The parsed form body; 400 for one that cannot be parsed or decoded."""
     length = request.content_length
     if request.mimetype == FORM_TYPES[0] and length is not None and length <= MAX_FORM_BYTES:
-        _check_utf8(request.get_data(cache=True), "the form body")
+        check_utf8(request.get_data(cache=True), "the form body")
     try:
         return request.form
     except UnicodeDecodeError:
         raise BadRequest("a form field is not UTF-8") from None
     except ValueError as exc:
         raise BadRequest(f"malformed form body: {exc}") from None
-
-
-def _check_utf8(raw: bytes, where: str) -> None:
-    """werkzeug keeps undecodable escapes such as %FF as literal text; refuse them
-    instead, so every value is stored exactly as the client meant it."""
-    if b"%" not in raw and raw.isascii():
-        return
-    for pair in raw.split(b"&"):
-        try:
-            unquote_to_bytes(pair.replace(b"+", b" ")).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest(f"{where} is not UTF-8 once percent-decoded") from None
 
 
 def uploads() -> dict:

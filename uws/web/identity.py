@@ -19,7 +19,7 @@ from flask import current_app, request
 
 from ..auth import AuthConfig, token_digest
 from ..domain.errors import BadRequest, UWSError
-from ..domain.model import ANONYMOUS, Caller
+from ..domain.model import ANONYMOUS, Caller, fits_xml
 from .incoming import current
 from .passwords import PasswordGate
 
@@ -68,9 +68,12 @@ def _from_header(cfg: AuthConfig) -> str | None:
     if not raw:
         return None
     try:    # WSGI hands headers over as latin-1 text; names are UTF-8
-        return raw.encode("latin-1").decode("utf-8")
+        name = raw.encode("latin-1").decode("utf-8")
     except UnicodeError:
         raise BadRequest(f"the {cfg.header} header is not UTF-8") from None
+    if not fits_xml(name):      # shown as ownerId; PostgreSQL cannot store NUL
+        raise BadRequest(f"the {cfg.header} header holds a control character")
+    return name
 
 
 #: The modes that are schemes of the Authorization header.

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import codecs
 import functools
+import re
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import unquote_to_bytes
 
 from flask import Request, request
 from werkzeug.formparser import FormDataParser, MultiPartParser
+from werkzeug.http import parse_options_header
+
+from ..domain.errors import BadRequest
 
 if TYPE_CHECKING:
     from ..domain.model import Caller
@@ -35,8 +40,44 @@ codecs.register(_find_codec)
 
 class StrictMultiPartParser(MultiPartParser):
     def get_part_charset(self, headers) -> str:
+        _check_disposition(headers)
         charset = super().get_part_charset(headers)
         return STRICT_UTF8 if charset == "utf-8" else charset
+
+    def start_file_streaming(self, event, total_content_length):
+        _check_disposition(event.headers)
+        return super().start_file_streaming(event, total_content_length)
+
+
+#: An RFC 2231 parameter (``filename*=utf-8''%C3%A9``, ``name*0*=...``): its key, and its
+#: value, percent-encoded, after any charset'language' prefix.
+_EXTENDED = re.compile(r"([\w!#$%&'+\-.^`|~]+)\*(?:\d+\*)?=([\w!#$%&'*+\-.^`|~]+)", re.ASCII)
+_CHARSET = re.compile(r"([\w!#$%&*+\-.^`|~]*)'[\w!#$%&*+\-.^`|~]*'(.+)", re.ASCII)
+#: the charsets werkzeug decodes such values from (replacing what they cannot decode)
+_DECODED = {"ascii", "us-ascii", "utf-8"}
+
+
+def _check_disposition(headers) -> None:
+    """400 for a part whose name or filename werkzeug decoded from RFC 2231 bytes that
+    are not in their charset: it puts U+FFFD in their place, a name nobody sent."""
+    raw = headers.get("content-disposition", "")
+    if "*" not in raw:
+        return
+    options = parse_options_header(raw)[1]
+    if not any("\ufffd" in options.get(key, "") for key in ("name", "filename")):
+        return
+    charsets: dict[str, str] = {}
+    for key, value in _EXTENDED.findall(raw):
+        given = _CHARSET.fullmatch(value)
+        if given:
+            charsets[key], value = given.group(1).lower(), given.group(2)
+        charset = charsets.get(key, "")
+        try:
+            if charset in _DECODED:
+                unquote_to_bytes(value).decode(charset)
+        except UnicodeDecodeError:
+            raise BadRequest(f"a multipart part's {key} is not {charset} once "
+                             "percent-decoded") from None
 
 
 class StrictFormDataParser(FormDataParser):
