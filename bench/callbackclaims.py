@@ -22,10 +22,11 @@ import datetime as dt
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
+
+from batches import _pg_schema  # bench/batches.py: a schema of its own on PostgreSQL
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -103,15 +104,6 @@ def measure(name: str, url: str, due: int, claims: int) -> None:
     for label, times in figures.items():
         print(f"{name:10} {due:7} due  {label:22}: mean {statistics.mean(times) * 1000:7.2f} ms,"
               f" worst {max(times) * 1000:7.2f} ms ({len(times)} claims)", flush=True)
-
-
-def _pg_schema(base: str):
-    schema = f"uws_bench_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(base)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    separator = "&" if "?" in base else "?"
-    return schema, engine, f"{base}{separator}options=-csearch_path%3D{schema}"
 
 
 def main() -> None:

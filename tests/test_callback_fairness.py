@@ -8,8 +8,6 @@ injected clock); the bound a user sees, with the app, a tarpit receiver and a re
 from __future__ import annotations
 
 import dataclasses
-import http.server
-import threading
 import types
 
 import pytest
@@ -31,7 +29,7 @@ from uws.usecases.callbackturns import Breaker, Turns, receiver
 from uws.web.app import create_app, shutdown
 
 from conftest import ValidatingClient, make_config
-from uwshelp import POLL_S, ByteServer, job_id, wait_for
+from uwshelp import ByteServer, job_id, wait_for
 
 HEALTHY = "http://good.example:80/hook"
 
@@ -293,34 +291,6 @@ def test_a_bad_callback_threads_stops_the_start(value):
 
 # -- what an owner sees ---------------------------------------------------------------------
 
-class StampingReceiver:
-    """Answers 200 at once and notes when each POST arrived (the store's clock)."""
-
-    def __init__(self):
-        self.arrivals: list = []
-        stamps = self.arrivals
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                stamps.append(now())
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, args=(POLL_S,), daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def two_owners_app(tmp_path, db_url, monkeypatch):
     monkeypatch.setattr(delivery, "POLL", 0.05)
@@ -346,7 +316,7 @@ def tarpit():
 def test_an_owners_tarpit_receiver_delays_another_owners_callback_by_at_most_a_second(
         two_owners_app, tarpit):
     store = two_owners_app.extensions["uws"].store
-    healthy = StampingReceiver()
+    healthy = Receiver()
     try:
         for _ in range(100):
             job = Job(id=new_job_id(), service="sleep", owner="bob", phase=Phase.PENDING,

@@ -37,13 +37,15 @@ QUICK = dict(callback_backoff=0.05, callback_timeout=2.0)
 
 
 class Receiver:
-    """An HTTP server that records each POST and answers ``statuses`` in turn
-    (then the last one again); while ``hold`` is clear it answers nothing."""
+    """An HTTP server that records each POST (and when it came, by the store's clock,
+    in ``arrivals``) and answers ``statuses`` in turn (then the last one again); while
+    ``hold`` is clear it answers nothing."""
 
     def __init__(self, statuses=(200,)):
         self.statuses = list(statuses)
         self.requests: list[tuple[dict, bytes]] = []
         self.paths: list[str] = []
+        self.arrivals: list = []
         self.hold = threading.Event()
         self.hold.set()
         self.lock = threading.Lock()
@@ -51,8 +53,10 @@ class Receiver:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
+                arrived = now()
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver.lock:
+                    receiver.arrivals.append(arrived)
                     receiver.requests.append((dict(self.headers), body))
                     receiver.paths.append(self.path)
                     n = len(receiver.requests)
