@@ -110,6 +110,7 @@ class Waiters:
         self.reader = threading.Thread(target=self._read, daemon=True)
 
     def open(self, paths: list[str], count: int) -> None:
+        self.reader.start()     # answers past the server's bounds close their sockets
         for i in range(count):
             path = paths[i % len(paths)]
             s = socket.socket()
@@ -121,10 +122,12 @@ class Waiters:
             self.job_of.append(path)
             self.buffers[i] = b""
             self.selector.register(s, selectors.EVENT_READ, i)
-        self.reader.start()
 
     def _read(self) -> None:
         while not self.stop.is_set():
+            if not self.selector.get_map():
+                time.sleep(0.01)        # select() fails on an empty epoll set on some systems
+                continue
             for key, _ in self.selector.select(0.05):
                 i, s = key.data, key.fileobj
                 try:
@@ -214,19 +217,21 @@ def main(argv=None) -> int:
         waiters.open(single + bulk, args.waiters)
         deadline = time.monotonic() + 30
         held = blocked_waits(port)
-        while held < args.waiters and time.monotonic() < deadline:
+        while held + len(waiters.answered) < args.waiters and time.monotonic() < deadline:
             time.sleep(0.2)
             held = blocked_waits(port)
         held_after = time.monotonic() - opened
         rss_held = server.memory_kib("VmRSS") or 0
         threads_held = len(os.listdir(f"/proc/{server.proc.pid}/task"))
-        early = len(waiters.answered)
+        with waiters.lock:
+            early_set = set(waiters.answered)      # past the bounds: answered at once
+        early = len(early_set)
         busy = honest_gets(port, plain, args.clients, args.gets)
 
         conn, one = Conn(port), []
         for path in single:
             sent = abort(conn, path)
-            mine = waiters.of_jobs({path})
+            mine = [i for i in waiters.of_jobs({path}) if i not in early_set]
             waiters.wait_answered(mine, 10)
             one += [waiters.answered[i][0] - sent for i in mine if i in waiters.answered]
         sent_at: dict[str, float] = {}
@@ -246,7 +251,7 @@ def main(argv=None) -> int:
         for t in enders:
             t.join()
         spread = time.monotonic() - started
-        mine = waiters.of_jobs(set(bulk))
+        mine = [i for i in waiters.of_jobs(set(bulk)) if i not in early_set]
         waiters.wait_answered(mine, 10)
         many = [waiters.answered[i][0] - sent_at[waiters.job_of[i]]
                 for i in mine if i in waiters.answered]
@@ -260,7 +265,7 @@ def main(argv=None) -> int:
              f"{resource.getrlimit(resource.RLIMIT_NOFILE)[1]} / {os.cpu_count()}"),
             ("WAITs sent / held at once (uws_blocked_waits)", f"{args.waiters} / {held}"
              f" (in {held_after:.1f} s)"),
-            ("answered before any job ended", str(early)),
+            ("answered at once (past the bounds), left out below", str(early)),
             ("server threads before / while holding", f"{threads_before} / {threads_held}"),
             ("RSS before / holding (MiB)", f"{rss_before / 1024:.0f} / {rss_held / 1024:.0f}"
              f" (+{(rss_held - rss_before) / 1024:.0f} MiB, {per_waiter:.1f} KiB per waiter)"),
