@@ -47,8 +47,10 @@ class Config:
     data_dir: Path = _setting("server", Path("uws-data"))
     database_url: str = _setting("server", "")          # default: SQLite inside data_dir
     wait_max: int = _setting("server", 60, min=0, max=86400)   # cap of a WAIT, seconds
-    threads: int = _setting("server", 400, min=1, max=10000)  # HTTP threads (a WAIT holds one)
-    max_waiters: int = _setting("server", 0, min=0)     # concurrent WAITs; 0 = threads - 16
+    # HTTP worker threads (a WAIT holds one, except under uws serve: see uws.http.parking)
+    threads: int = _setting("server", 400, min=1, max=10000)
+    # WAITs held at once; 0 = under uws serve nine in ten connections, else threads - 16
+    max_waiters: int = _setting("server", 0, min=0)
     scheduler: bool = _setting("server", True)          # run the sweeps in this process
     metrics_public: bool = _setting("server", False)    # GET /metrics for anyone, not admins only
     max_upload_bytes: int = _setting("server", 100 * 1024 * 1024, min=0)
@@ -108,6 +110,7 @@ class Config:
 
     @property
     def waiter_limit(self) -> int:
+        """WAITs holding a thread at once (servers that cannot park them)."""
         return self.max_waiters or max(self.threads - 16, 1)
 
 

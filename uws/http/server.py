@@ -25,6 +25,10 @@ response keeps a worker thread waiting on it.  Here:
   listen backlog behind a flood, and hands each event only to the connection
   it was for (:class:`PollLoop`).
 
+A blocking GET (``WAIT``) that must wait is parked (:mod:`uws.http.parking`): its
+worker thread is freed, the connection stays open, and the request is served
+again when its job changes or its time is up; a hang-up drops it at once.
+
 Files are sent by waitress's ``wsgi.file_wrapper`` path (see web/downloads.py),
 from the event loop, so a slow reader of a file holds no worker thread.
 """
@@ -42,9 +46,10 @@ from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import MultiSocketServer, TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import ThreadedTaskDispatcher, WSGITask
 
 from .bodies import BodyBudget, Parser
+from .parking import ENVIRON_KEY, Parked, Parking, Ticket, per_address_share
 
 log = logging.getLogger("uws.http.server")
 
@@ -86,14 +91,47 @@ def limits(cfg, open_files: int) -> Limits:
     return Limits(connections, min(per_address, connections))
 
 
+class Task(WSGITask):
+    """waitress's task, with the request's WAIT ticket in the environ (a request
+    served again after parking keeps its ticket)."""
+
+    def get_environment(self):
+        environ = super().get_environment()
+        ticket = getattr(self.request, "uws_ticket", None)
+        if ticket is None:
+            ticket = self.request.uws_ticket = Ticket(self.channel, self.channel.server.parking)
+        environ[ENVIRON_KEY] = ticket
+        return environ
+
+
 class Channel(HTTPChannel):
-    """A connection whose worker thread gives up on a client that reads nothing.
+    """A connection whose worker thread gives up on a client that reads nothing,
+    and whose WAIT can be parked without a thread (:mod:`uws.http.parking`).
 
     waitress makes a task thread wait, without end, until a client has taken
     the response down to ``outbuf_high_watermark`` (a second pipelined request
     after a large file, or a large generated response).  Here the wait ends
     after ``send_timeout`` seconds without a byte sent, and the connection
     closes; a client that keeps reading keeps its connection."""
+
+    task_class = Task
+    parked: Ticket | None = None    # the ticket of the request parked at the head
+
+    def service(self):
+        """Serve the request at the head; a parked one stays there, its thread freed
+        (requests pipelined after it wait their turn: nothing starts them meanwhile)."""
+        try:
+            super().service()
+        except Parked as parked:
+            parked.ticket.parked()
+
+    def readable(self):
+        """While parked, read on to see a hang-up at once (the waiter is then
+        dropped); a request pipelined behind it is read, and nothing more."""
+        if self.parked is not None:
+            return len(self.requests) == 1 and not (
+                self.will_close or self.close_when_flushed or self.total_outbufs_len)
+        return super().readable()
 
     def _flush_outbufs_below_high_watermark(self):
         watermark = self.adj.outbuf_high_watermark
@@ -166,6 +204,9 @@ class Channel(HTTPChannel):
         for request in [self.request, *self.requests]:
             if isinstance(request, Parser):
                 request.release()       # a body cut off with its connection
+            ticket = getattr(request, "uws_ticket", None)
+            if ticket is not None:
+                ticket.drop()           # a parked WAIT's client hung up: no waiter left
         super().del_channel(map)
 
 
@@ -176,7 +217,13 @@ class PollLoop:
     which must not receive the closed one's events (a hang-up would close it
     unserved).  A fresh poll set each turn, as waitress builds it: registrations
     kept between turns (epoll) could outlive a closed socket and report its events
-    under a reused number."""
+    under a reused number.
+
+    Each turn also answers the parked WAITs whose deadline has come, and sleeps no
+    longer than until the next one."""
+
+    def __init__(self, parking: Parking | None = None):
+        self.parking = parking
 
     def loop(self, timeout=30.0, use_poll=True, map=None, count=None):
         while map and (count is None or count > 0):
@@ -185,6 +232,12 @@ class PollLoop:
                 count -= 1
 
     def turn(self, timeout: float, map: dict) -> None:
+        if self.parking is not None:
+            now = time.monotonic()
+            self.parking.expire(now)
+            due = self.parking.seconds_to_next(now)
+            if due is not None:
+                timeout = min(timeout, due)
         poller = self._poller()
         wanted = {}
         for fd, obj in list(map.items()):
@@ -221,8 +274,9 @@ class Server(TcpWSGIServer):
     channel_class = Channel
 
     def __init__(self, *args, per_address: int, header_timeout: float, send_timeout: float,
-                 budget: BodyBudget | None = None, **kwargs):
+                 parking: Parking, budget: BodyBudget | None = None, **kwargs):
         self.per_address = per_address
+        self.parking = parking
         self.budget = budget
         self.header_timeout = header_timeout
         self.send_timeout = send_timeout
@@ -331,10 +385,13 @@ def create(app, cfg, open_files: int, server_name: str):
     dispatcher.set_thread_count(adj.threads)
     socket_map: dict = {}
     budget = BodyBudget(cfg.buffer_limit, max(cfg.max_body_bytes, cfg.buffer_limit // 4))
-    servers = [Server(app, map=socket_map, dispatcher=dispatcher, adj=adj, sockinfo=info,
-                      per_address=lim.per_address, header_timeout=cfg.header_timeout,
-                      send_timeout=cfg.send_timeout, budget=budget)
-               for info in adj.listen]
+    waiters = waiter_limit(cfg, lim)
+    servers: list[Server] = []
+    parking = Parking(waiters, per_address_share(waiters), lambda: servers[0].pull_trigger())
+    servers += [Server(app, map=socket_map, dispatcher=dispatcher, adj=adj, sockinfo=info,
+                       per_address=lim.per_address, header_timeout=cfg.header_timeout,
+                       send_timeout=cfg.send_timeout, parking=parking, budget=budget)
+                for info in adj.listen]
     if len(servers) == 1:
         server = servers[0]
     else:
@@ -342,7 +399,15 @@ def create(app, cfg, open_files: int, server_name: str):
                                                      for s in servers],
                                    dispatcher, servers[-1].log_info)
         server.effective_port = servers[-1].effective_port
-    server.asyncore = PollLoop()       # what run() loops on
+    server.asyncore = PollLoop(parking)        # what run() loops on
+    server.parking = parking
     server.limits_text = (f"at most {lim.connections} connections, {lim.per_address} per "
-                          f"client address (open-file limit {open_files})")
+                          f"client address (open-file limit {open_files}); {waiters} parked "
+                          f"WAITs, {parking.per_address} per client address")
     return server
+
+
+def waiter_limit(cfg, lim: Limits) -> int:
+    """Parked WAITs at once: ``max_waiters``, or nine in ten connections (each holds one,
+    and no thread), so that a tenth stays for everything else."""
+    return cfg.max_waiters or max(1, lim.connections - lim.connections // 10)

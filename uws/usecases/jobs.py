@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from ..domain import estimates, numbers, phases, queueing, timeutil
 from ..domain.errors import BadRequest, Forbidden, NotFound, OverQuota
@@ -408,10 +409,9 @@ class Jobs:
         Raises NotFound, Forbidden."""
         since = self.watch.mark()       # a change after it but before wait() still counts
         job = self.get(service, job_id, caller)
-        if job.phase not in phases.ACTIVE or (phase is not None and job.phase is not phase):
+        if not _waits_on(job, phase):
             return job
-        limit = self.config.wait_max
-        deadline = time.monotonic() + (limit if seconds < 0 else min(seconds, limit))
+        deadline = time.monotonic() + self.wait_seconds(seconds)
         waited = job.phase
         while job.phase is waited and (left := deadline - time.monotonic()) > 0:
             # A notice need not be a phase change (PostgreSQL also delivers this
@@ -422,6 +422,30 @@ class Jobs:
             if not woken:       # timed out, or too many waiting: answer now
                 break
         return job
+
+    def wait_seconds(self, seconds: int) -> int:
+        """How long a WAIT of ``seconds`` (-1: the longest) may last: up to ``wait_max``."""
+        limit = self.config.wait_max
+        return limit if seconds < 0 else min(seconds, limit)
+
+    def watch_job(self, service: str, job_id: str, phase: Phase | None,
+                  wake: Callable[[], None], caller: Caller = ANONYMOUS) -> tuple[Job, Any]:
+        """:meth:`wait` holding no thread: the job, and a subscription
+        (:meth:`PhaseWatch.subscribe`) that calls ``wake`` once the job leaves the phase
+        waited for, or None when the job is the answer now.  The caller keeps the
+        deadline, cancels the subscription at it, and calls this again once woken
+        (a notice need not be a phase change).  Raises NotFound, Forbidden."""
+        since = self.watch.mark()
+        job = self.get(service, job_id, caller)
+        if not _waits_on(job, phase):
+            return job, None
+        return job, self.watch.subscribe(job_id, job.phase, wake, since)
+
+
+def _waits_on(job: Job, phase: Phase | None) -> bool:
+    """Whether a WAIT (with PHASE=``phase``, or without: None) waits on ``job``: while it
+    is active, and in the phase named."""
+    return job.phase in phases.ACTIVE and (phase is None or job.phase is phase)
 
 
 #: Where an administrator may still change a job's priority: before it starts.

@@ -192,6 +192,9 @@ class Watch(Protocol):
         """Taken before reading the phase given to :meth:`wait`."""
     def wait(self, job_id: str, phase: Phase, timeout: float,
              since: int | None = None) -> bool: ...
+    def subscribe(self, job_id: str, phase: Phase, wake: Callable[[], None],
+                  since: int | None = None) -> Any:
+        """As wait(), holding no thread: a subscription (with ``cancel()``), or None."""
     def notify(self, job_id: str) -> None: ...
 
 

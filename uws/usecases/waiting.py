@@ -8,6 +8,11 @@ while that connection is down) one poller thread, only while someone waits,
 reads the phases of all waited-for jobs in a single query every ``interval``
 seconds.  So the cost is one small query per interval however many wait, and
 none at all while changes are pushed.
+
+A waiter is either a blocked thread (:meth:`PhaseWatch.wait`, bounded by ``limit``:
+each holds one) or a :class:`Subscription` (:meth:`PhaseWatch.subscribe`), a
+callback for a request parked by ``uws serve`` without a thread
+(:mod:`uws.http.parking`), which its caller bounds.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 
 from ..domain import timing
 from ..domain.phases import Phase
@@ -25,11 +31,29 @@ RECENT = 10000              # job ids whose last notification is remembered (see
 
 
 class _Waiter:
+    """A blocked request's thread waiting on its event."""
     __slots__ = ("phase", "event")
 
     def __init__(self, phase: Phase):
         self.phase = phase
         self.event = threading.Event()
+
+
+class Subscription:
+    """A wait that holds no thread: ``wake`` is called once, from whichever thread
+    sees the job leave ``phase`` (or from :meth:`PhaseWatch.stop`), unless
+    :meth:`cancel` came first."""
+    __slots__ = ("phase", "job_id", "wake", "_watch")
+
+    def __init__(self, watch: PhaseWatch, job_id: str, phase: Phase, wake: Callable[[], None]):
+        self.phase = phase
+        self.job_id = job_id
+        self.wake = wake
+        self._watch = watch
+
+    def cancel(self) -> None:
+        """Forget it at once (its client hung up, or it timed out): no wake follows."""
+        self._watch._unsubscribe(self)
 
 
 class PhaseWatch:
@@ -38,8 +62,9 @@ class PhaseWatch:
         self._interval = interval
         self._limit = limit
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[_Waiter]] = defaultdict(set)
-        self._count = 0
+        self._waiters: dict[str, set[_Waiter | Subscription]] = defaultdict(set)
+        self._count = 0         # blocked threads and subscriptions
+        self._blocked = 0       # blocked threads (bounded by ``limit``)
         self._wake_poller = threading.Condition(self._lock)
         self._stopped = False
         self._last_error_log = -ERROR_LOG_INTERVAL
@@ -71,30 +96,79 @@ class PhaseWatch:
         with self._lock:
             if since is not None and self._notified.get(job_id, -1) > since:
                 return True
-            if self._count >= self._limit or self._stopped:
+            if self._blocked >= self._limit or self._stopped:
                 return False
-            self._waiters[job_id].add(waiter)
-            self._count += 1
-            if since is None or since < self._sure_since:
-                self._recheck = True    # a change may have been missed: read once
-            self._wake_poller.notify()
+            self._add(job_id, waiter, since)
+            self._blocked += 1
         try:
             return waiter.event.wait(timeout)
         finally:
             with self._lock:
-                self._count -= 1
-                bucket = self._waiters.get(job_id)
-                if bucket is not None:
-                    bucket.discard(waiter)
-                    if not bucket:
-                        del self._waiters[job_id]
+                self._blocked -= 1
+                self._remove(job_id, waiter)
+
+    def subscribe(self, job_id: str, phase: Phase, wake: Callable[[], None],
+                  since: int | None = None) -> Subscription | None:
+        """As :meth:`wait`, holding no thread: ``wake`` is called once the job leaves
+        ``phase`` (the caller keeps the deadline, and cancels the subscription at it).
+        None when the answer is due now: a change came after ``since``, or the watch
+        has stopped.  The caller bounds how many it holds (they cost no thread)."""
+        with self._lock:
+            if self._stopped or (since is not None and self._notified.get(job_id, -1) > since):
+                return None
+            subscription = Subscription(self, job_id, phase, wake)
+            self._add(job_id, subscription, since)
+            return subscription
+
+    def _add(self, job_id: str, waiter, since: int | None) -> None:
+        """Under the lock."""
+        self._waiters[job_id].add(waiter)
+        self._count += 1
+        if since is None or since < self._sure_since:
+            self._recheck = True    # a change may have been missed: read once
+        self._wake_poller.notify()
+
+    def _remove(self, job_id: str, waiter) -> bool:
+        """Under the lock: whether it was still there."""
+        bucket = self._waiters.get(job_id)
+        if bucket is None or waiter not in bucket:
+            return False
+        bucket.discard(waiter)
+        self._count -= 1
+        if not bucket:
+            del self._waiters[job_id]
+        return True
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._remove(subscription.job_id, subscription)
+
+    def _fire(self, job_id: str, waiters) -> list[Subscription]:
+        """Under the lock: wake blocked threads, and take out the subscriptions
+        to be woken (outside the lock: their wake takes other locks)."""
+        taken = []
+        for waiter in list(waiters):
+            if isinstance(waiter, Subscription):
+                if self._remove(job_id, waiter):
+                    taken.append(waiter)
+            else:
+                waiter.event.set()
+        return taken
+
+    @staticmethod
+    def _wake(subscriptions: list[Subscription]) -> None:
+        for subscription in subscriptions:
+            try:
+                subscription.wake()
+            except Exception:       # one broken waiter must not keep the others asleep
+                log.exception("waking a parked WAIT failed")
 
     def notify(self, job_id: str) -> None:
         with self._lock:
             self._seq += 1
             self._remember(job_id)
-            for waiter in self._waiters.get(job_id, ()):
-                waiter.event.set()
+            taken = self._fire(job_id, self._waiters.get(job_id, ()))
+        self._wake(taken)
 
     def set_pushed(self, pushed: bool) -> None:
         """Whether changes made by other processes are pushed to :meth:`notify`.
@@ -120,9 +194,9 @@ class PhaseWatch:
         with self._lock:
             self._stopped = True
             self._wake_poller.notify()
-            for bucket in self._waiters.values():
-                for waiter in bucket:
-                    waiter.event.set()
+            taken = [s for job_id, bucket in list(self._waiters.items())
+                     for s in self._fire(job_id, bucket)]
+        self._wake(taken)
 
     def _remember(self, job_id: str) -> None:
         self._notified[job_id] = self._seq
@@ -156,7 +230,7 @@ class PhaseWatch:
                 if not read or not self._pushed:
                     self._wake_poller.wait(self._interval)
 
-    def _check(self, watched: dict[str, set[_Waiter]]) -> bool:
+    def _check(self, watched: dict[str, set]) -> bool:
         try:
             current = self._phases_of(watched)
         except Exception:       # the database may be briefly unavailable; retry next tick
@@ -165,9 +239,10 @@ class PhaseWatch:
                 self._last_error_log = now
                 log.exception("cannot read the phases of waited-for jobs; retrying")
             return False
-        for job_id, waiters in watched.items():
-            phase = current.get(job_id)     # None: the job was deleted
-            for waiter in waiters:
-                if phase is not waiter.phase:
-                    waiter.event.set()
+        taken = []
+        with self._lock:
+            for job_id, waiters in watched.items():
+                phase = current.get(job_id)     # None: the job was deleted
+                taken += self._fire(job_id, [w for w in waiters if phase is not w.phase])
+        self._wake(taken)
         return True

@@ -10,6 +10,7 @@ from ..domain import numbers
 from ..domain.errors import BadRequest, NotFound, TooLarge
 from ..domain.model import Caller
 from ..domain.timeutil import format_time
+from ..http import parking
 from ..render import json as jsonr
 from ..render import xml as xmlr
 from . import forms, identity, pages
@@ -74,10 +75,29 @@ def get_job(service: str, job_id: str):
     if wait is None:
         job = api.get(service, job_id, caller())
     else:
-        job = api.wait(service, job_id, _wait_seconds(wait), _wait_phase(), caller())
+        job = _waited(service, job_id, _wait_seconds(wait), _wait_phase())
     links = _links(service, job_id)
     return choose(lambda: xml(xmlr.job_document(job, links)),
                   lambda: json_response(jsonr.job(job, links)), lambda: pages.job_page(job, caller()))
+
+
+def _waited(service: str, job_id: str, seconds: int, phase):
+    """The job to answer a WAIT with.  Under ``uws serve`` the request is parked
+    without a thread while it waits (:mod:`uws.http.parking`: this raises Parked,
+    and the view runs again once woken); under another server the thread waits."""
+    api = jobs_api()
+    ticket = parking.ticket_of(request.environ)
+    if ticket is None:
+        return api.wait(service, job_id, seconds, phase, caller())
+    if ticket.answer_now:       # its time is up: the job as it is
+        return api.get(service, job_id, caller())
+    # once woken, the phase first waited on decides: a notice need not be a change
+    job, subscription = api.watch_job(service, job_id, ticket.waited or phase, ticket.wake,
+                                      caller())
+    if subscription is not None:
+        ticket.waited = job.phase
+        ticket.park(subscription, api.wait_seconds(seconds))    # returns: answer now
+    return job
 
 
 def _wait_seconds(text_value: str) -> int:
