@@ -692,3 +692,11 @@ def test_endless_pages_raise_protocol_error(monkeypatch):
         with pytest.raises(ProtocolError, match="pages"):
             list(Client(server.url).jobs())
         assert len(server.requests) == 5
+
+
+def test_job_and_jobref_name_the_id_id_and_keep_job_id_as_a_deprecated_alias():
+    job = parse_job(job_document("J").encode(), "http://h/jobs/J")
+    ref = client_api.JobRef(id="J", url="http://h/jobs/J", phase="PENDING")
+    for found in (job, ref):
+        with pytest.warns(DeprecationWarning, match="use id"):
+            assert found.job_id == found.id == "J"
