@@ -163,9 +163,9 @@ def parse_batch(reply: Reply) -> Batch:
     where = reply.url
     data = f.document(reply.body, f"{where} (a batch)")
     phases = f.mapping(data, "phases", where) or {}
-    counts = {}
+    counts: dict[str, int] = {}
     for phase in phases:
-        counts[phase] = f.integer(phases, phase, f"{where}: phases")
+        counts[str(phase)] = f.integer(phases, phase, f"{where}: phases") or 0
     page = f.mapping(data, "jobs", where) or {}
     jobs = tuple(BatchJob(id=f.text(j, "jobId", where) or "",
                           url=resolved(where, f.text(j, "href", where) or ""),
