@@ -41,7 +41,7 @@ def ours(live_server) -> Client:
 def test_create_gives_a_pending_job_with_its_parameters(ours):
     job = ours.create({"DURATION": 5, "MESSAGE": "hello"}, run_id="r-1")
     assert (job.phase, job.run_id, job.parameter("message")) == ("PENDING", "r-1", "hello")
-    assert job.url == f"{ours.url}/{job.job_id}"
+    assert job.url == f"{ours.url}/{job.id}"
 
 
 def test_create_and_run_then_wait_ends_completed_with_a_result(ours, tmp_path):
@@ -96,7 +96,7 @@ def test_deleted_job_raises_not_found(ours):
     job = ours.create({"DURATION": 5})
     ours.delete(job)
     with pytest.raises(NotFound):
-        ours.get(job.job_id)
+        ours.get(job.id)
 
 
 def test_bad_parameter_raises_http_error_with_the_servers_message(ours):
@@ -109,12 +109,12 @@ def test_bad_parameter_raises_http_error_with_the_servers_message(ours):
 def test_list_filters_by_phase_and_last(ours):
     pending = ours.create({"DURATION": 5})
     done = ours.wait(ours.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
-    assert [r.id for r in ours.jobs(phases=["PENDING"])] == [pending.job_id]
-    assert [r.id for r in ours.jobs(last=1)] == [done.job_id]
+    assert [r.id for r in ours.jobs(phases=["PENDING"])] == [pending.id]
+    assert [r.id for r in ours.jobs(last=1)] == [done.id]
 
 
 def test_list_follows_the_next_links_of_pages(ours):
-    made = {ours.create({"DURATION": 5}).job_id for _ in range(5)}
+    made = {ours.create({"DURATION": 5}).id for _ in range(5)}
     assert {r.id for r in ours.jobs(page_size=2)} == made
 
 
@@ -164,7 +164,7 @@ def test_our_server_takes_basic_and_bearer_credentials(ours_with_auth):
 def test_another_owners_job_on_our_server_raises_forbidden(ours_with_auth):
     job = Client(ours_with_auth, token="t0ken").create({"DURATION": 5})
     with pytest.raises(Forbidden):
-        Client(ours_with_auth, user="alice", password="wonderland").get(job.job_id)
+        Client(ours_with_auth, user="alice", password="wonderland").get(job.id)
 
 
 def test_a_wrong_token_on_our_server_raises_auth_error(ours_with_auth):
@@ -191,7 +191,7 @@ def _gets_of(server: MinimalUWS, job_id: str) -> list[dict]:
 
 def test_relative_location_becomes_the_absolute_job_url(other, minimal):
     job = other.create({"DURATION": 1})
-    assert job.url == f"{minimal.url}/{job.job_id}"
+    assert job.url == f"{minimal.url}/{job.id}"
     assert job.phase == "PENDING"
 
 
@@ -202,7 +202,7 @@ def test_documents_with_other_prefixes_are_read(other):
 
 
 def test_list_pages_are_followed_through_link_headers(other, minimal):
-    made = {other.create({"DURATION": 1}).job_id for _ in range(5)}
+    made = {other.create({"DURATION": 1}).id for _ in range(5)}
     assert {r.id for r in other.jobs()} == made
     pages = [r["query"].get("page") for r in minimal.requests
              if r["path"] == "/jobs" and r["method"] == "GET"]
@@ -212,13 +212,13 @@ def test_list_pages_are_followed_through_link_headers(other, minimal):
 def test_list_phase_filter_is_sent_to_the_server(other):
     running = other.create({"DURATION": 60}, run=True)
     other.create({"DURATION": 60})
-    assert [r.id for r in other.jobs(phases=["executing"])] == [running.job_id]
+    assert [r.id for r in other.jobs(phases=["executing"])] == [running.id]
 
 
 def test_wait_falls_back_to_polling_with_growing_delays(other, minimal):
     job = other.wait(other.create({"DURATION": 3}, run=True), timeout=FINAL_TIMEOUT)
     assert job.phase == "COMPLETED"
-    times = [r["time"] for r in _gets_of(minimal, job.job_id)]
+    times = [r["time"] for r in _gets_of(minimal, job.id)]
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert len(times) < 15
     # backing off, not hammering the server: the delays grow (0.2 s, then x1.5), and a
@@ -278,12 +278,12 @@ def test_upload_is_sent_as_a_multipart_part(other, tmp_path):
 def test_download_follows_the_results_redirect(other, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
     out = other.download(other.result(job, "note"), tmp_path / "note.txt")
-    assert out.read_text() == f"job {job.job_id} done\n"
+    assert out.read_text() == f"job {job.id} done\n"
 
 
 def test_download_resumes_with_a_range_request(other, minimal, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
-    whole = minimal.content(minimal.jobs[job.job_id], "echo")
+    whole = minimal.content(minimal.jobs[job.id], "echo")
     target = tmp_path / "echo"
     target.write_bytes(whole[:12345])
     other.download(other.result(job, "echo"), target, resume=True)
@@ -302,7 +302,7 @@ def test_a_broken_download_raises_and_the_next_one_resumes(tmp_path):
         kept = target.stat().st_size        # what arrived in whole chunks
         assert 0 < kept <= 70_000
         client.download(client.result(job, "echo"), target, resume=True)
-        assert target.read_bytes() == server.content(server.jobs[job.job_id], "echo")
+        assert target.read_bytes() == server.content(server.jobs[job.id], "echo")
         assert server.requests[-1]["headers"]["Range"] == f"bytes={kept}-"
 
 
@@ -317,7 +317,7 @@ def test_credentials_go_to_the_servers_origin_only():
 
 def test_a_download_without_resume_replaces_a_file_of_the_same_name(other, minimal, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
-    whole = minimal.content(minimal.jobs[job.job_id], "echo")
+    whole = minimal.content(minimal.jobs[job.id], "echo")
     target = tmp_path / "echo"
     target.write_bytes(b"another job's result of the same name")
     other.download(other.result(job, "echo"), target)
@@ -328,7 +328,7 @@ def test_download_from_a_server_without_ranges_fetches_the_whole_file_again(tmp_
     with MinimalUWS(ranges=False) as server:
         client = Client(server.url)
         job = client.wait(client.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
-        whole = server.content(server.jobs[job.job_id], "echo")
+        whole = server.content(server.jobs[job.id], "echo")
         target = tmp_path / "echo"
         target.write_bytes(whole[:500])
         client.download(client.result(job, "echo"), target)
@@ -338,7 +338,7 @@ def test_download_from_a_server_without_ranges_fetches_the_whole_file_again(tmp_
 def test_resuming_a_whole_file_leaves_it_as_it_is(other, minimal, tmp_path):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
     target = tmp_path / "echo"
-    target.write_bytes(minimal.content(minimal.jobs[job.job_id], "echo"))
+    target.write_bytes(minimal.content(minimal.jobs[job.id], "echo"))
     before = target.stat().st_mtime_ns
     other.download(other.result(job, "echo"), target, resume=True)
     assert target.stat().st_mtime_ns == before
@@ -353,7 +353,7 @@ def test_download_all_names_files_by_result_id(other, tmp_path):
 def test_a_document_that_is_not_uws_raises_protocol_error(other, minimal):
     job = other.wait(other.create({"DURATION": 0}, run=True), timeout=FINAL_TIMEOUT)
     with pytest.raises(ProtocolError):
-        other.get(f"{minimal.root}/files/{job.job_id}/note")
+        other.get(f"{minimal.root}/files/{job.id}/note")
 
 
 def test_entities_in_a_document_are_not_expanded():
@@ -614,7 +614,7 @@ def test_a_list_url_with_a_trailing_slash_is_kept():
 
 def test_a_query_in_the_list_url_goes_with_every_job_url(minimal):
     client = Client(minimal.url + "?key=k")
-    job_id = client.create({"DURATION": 60}).job_id
+    job_id = client.create({"DURATION": 60}).id
     before = len(minimal.requests)
     client.run(job_id)
     assert client.phase(job_id) == "EXECUTING"
@@ -633,7 +633,7 @@ def test_a_jobref_without_href_gets_the_quoted_id_in_the_list_url():
 def test_a_create_answered_with_the_job_and_no_location_gives_that_job():
     with Scripted(_serving(job_document("K1"))) as server:
         job = Client(server.url).create({"A": 1})
-    assert (job.job_id, job.url) == ("K1", f"{server.url}/K1")
+    assert (job.id, job.url) == ("K1", f"{server.url}/K1")
     assert len(server.requests) == 1
 
 
@@ -641,7 +641,7 @@ def test_create_with_run_starts_a_job_the_server_left_pending():
     with MinimalUWS(run_on_create=False) as server:
         job = Client(server.url).create({"DURATION": 60}, run=True)
         assert job.phase == "EXECUTING"
-        assert server.requests[-2]["path"] == f"/jobs/{job.job_id}/phase"
+        assert server.requests[-2]["path"] == f"/jobs/{job.id}/phase"
 
 
 # -- results, waiting, pages, documents ---------------------------------------------------------
@@ -672,7 +672,7 @@ def test_wait_gives_up_at_its_timeout_on_a_server_that_holds_wait_too_long():
 def test_an_optional_time_that_cannot_be_read_is_missing():
     body = job_document("J", created="2024-01-01T00:00:00.000 UTC").encode()
     job = parse_job(body, "http://example.org/jobs/J")
-    assert (job.job_id, job.creation_time) == ("J", None)
+    assert (job.id, job.creation_time) == ("J", None)
 
 
 def _endless_pages(request):
@@ -692,3 +692,11 @@ def test_endless_pages_raise_protocol_error(monkeypatch):
         with pytest.raises(ProtocolError, match="pages"):
             list(Client(server.url).jobs())
         assert len(server.requests) == 5
+
+
+def test_job_and_jobref_name_the_id_id_and_keep_job_id_as_a_deprecated_alias():
+    job = parse_job(job_document("J").encode(), "http://h/jobs/J")
+    ref = client_api.JobRef(id="J", url="http://h/jobs/J", phase="PENDING")
+    for found in (job, ref):
+        with pytest.warns(DeprecationWarning, match="use id"):
+            assert found.job_id == found.id == "J"

@@ -517,3 +517,67 @@ def test_results_output_gives_each_result_a_file_of_its_own(tmp_path):
     saved = json.loads(result.stdout)
     assert len({s["path"] for s in saved}) == len(ids)
     assert [open(s["path"]).read() for s in saved] == [f"/files/{n}" for n in range(len(ids))]
+
+
+# -- paging with a limit, versions, times, files, URLs ----------------------------------------------
+
+#: the tests against our server need one database only (the client is what is tested)
+BACKENDS = ("sqlite",)
+
+
+def test_list_page_size_with_last_gives_the_last_jobs_on_a_server_knowing_only_last(server):
+    made = [created(server, "DURATION=5") for _ in range(5)]
+    listed = as_json(server, "list", "--page-size", "2", "--last", "3")
+    assert [r["id"] for r in listed] == made[::-1][:3]
+
+
+def test_list_page_size_with_last_on_our_server(live_server):
+    url = f"{live_server.url}/sleep"
+    made = [json.loads(CliRunner().invoke(jobs, ["--url", url, "--json", "create", "DURATION=5"])
+                       .stdout)["id"] for _ in range(5)]
+    result = CliRunner().invoke(jobs, ["--url", url, "--json", "list", "--page-size", "2",
+                                       "--last", "3"])
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.stdout)] == made[::-1][:3]
+
+
+def test_version_of_uws_jobs():
+    import uws
+    result = CliRunner().invoke(jobs, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"uws {uws.__version__}\n")
+
+
+def test_version_of_uws():
+    import uws
+    done = subprocess.run([UWS_COMMAND, "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"uws {uws.__version__}\n")
+
+
+def test_tables_show_times_to_the_second_and_json_keeps_them_whole(server):
+    job_id = created(server, "DURATION=5")
+    table = uws_jobs(server, "list").stdout
+    stamp = as_json(server, "show", job_id)["creation_time"]      # 2026-…T17:40:14.847000Z
+    assert "." in stamp and stamp[:19] + "Z" in table and stamp not in table
+    assert stamp[:19] + "Z" in uws_jobs(server, "show", job_id).stdout
+
+
+def test_json_of_a_job_names_its_id_id_and_still_job_id(server):
+    job = as_json(server, "create", "DURATION=5")
+    assert job["id"] == job["job_id"]
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_an_upload_that_cannot_be_read_exits_9_saying_why(server, tmp_path, what):
+    path = tmp_path / "gone" if what == "missing" else tmp_path
+    result = uws_jobs(server, "create", "DURATION=1", "--file", f"TABLE={path}")
+    assert result.exit_code == 9, result.output
+    said = "No such file or directory" if what == "missing" else "Is a directory"
+    assert f"--file TABLE={path}: cannot read it: {said}" in result.stderr
+    assert not [r for r in server.requests if r["method"] == "POST"]
+
+
+def test_a_url_that_is_no_job_list_names_the_services_to_use(live_server):
+    result = CliRunner().invoke(jobs, ["--url", f"{live_server.url}/", "list"])
+    assert result.exit_code == PROTOCOL
+    assert "is not a UWS job list" in result.stderr
+    assert f"{live_server.url}/sleep" in result.stderr

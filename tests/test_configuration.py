@@ -52,6 +52,9 @@ MISTAKES = [
      '[[services.x.parameters]]\nname = "A"\n', "services.x", "would run a value as code"),
     ('[services.x]\ncommand = ["echo", "x{M}y"]\n[[services.x.parameters]]\nname = "M"\n'
      'multiple = true\n', "services.x", "must be a whole argument"),
+    ('[services.x]\ncommand = ["echo", "{A}", "--b={B}"]\n[[services.x.parameters]]\nname = "A"\n',
+     "services.x", "command: {B} in '--b={B}' names no parameter of the service: declare it "
+     "([[services.x.parameters]] name = 'B') or take it out of command"),
     ("this is not toml", "not valid TOML", "line 1"),
 ]
 
@@ -160,3 +163,14 @@ def test_test_timings_change_only_the_constants_they_name_and_all_or_none():
     with pytest.raises(ValueError):
         timing.shorten_for_tests("LEASE=6 REDISPATCH=zero")
     assert (timing.LEASE, timing.REDISPATCH) == before
+
+
+@pytest.mark.parametrize("where", ["a-file", "under-a-file"])
+def test_a_data_dir_that_cannot_be_used_names_the_setting(tmp_path, where):
+    (tmp_path / "a-file").write_text("")
+    data = tmp_path / "a-file" if where == "a-file" else tmp_path / "a-file" / "data"
+    done = serve("--port", "0", "--data-dir", str(data))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert f"data_dir: cannot use {str(data)!r} as the data directory" in line
+    assert "not a directory" in line and "--data-dir, UWS_DATA_DIR or [server] data_dir" in line

@@ -362,3 +362,14 @@ def test_a_service_cannot_take_the_name_of_the_statistics(tmp_path, db_url):
     from uws.config.settings import ConfigError
     with pytest.raises(ConfigError, match="reserved"):
         make_config(tmp_path, db_url, services={"stats": {"runner": "uws.demo:sleep"}})
+
+
+def test_metrics_refused_without_auth_name_the_metrics_public_setting(tmp_path, db_url):
+    from uws.web.app import create_app, shutdown
+    application = create_app(make_config(tmp_path, db_url, executor="none", scheduler=False))
+    try:
+        r = application.test_client().get("/metrics")
+        assert r.status_code == 403
+        assert "metrics_public = true" in r.get_data(as_text=True)
+    finally:
+        shutdown(application)

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from . import __version__
 from .domain import timing
 
 
@@ -20,6 +21,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["jobs"]:
         return jobs_command(argv[1:])
     parser = argparse.ArgumentParser(prog="uws", description="IVOA UWS 1.1 job server")
+    parser.add_argument("--version", action="version", version=f"uws {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP server (by default: SQLite, jobs run here)")
     serve.add_argument("--config", help="TOML configuration file")

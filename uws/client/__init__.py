@@ -7,6 +7,7 @@ An entry point of its own (``uws jobs``); it imports nothing else of uws.
     job = jobs.wait(job, timeout=60)
 """
 from .api import Client
+from .batches import Batch, BatchJob, BatchRef
 from .documents import FINAL_PHASES, ErrorSummary, Job, JobRef, Parameter, Result
 from .errors import (
     AuthError,
@@ -18,7 +19,8 @@ from .errors import (
     Timeout,
     UWSError,
 )
+from .events import Event, EventPage
 
 __all__ = ["Client", "Job", "JobRef", "Result", "Parameter", "ErrorSummary", "FINAL_PHASES",
            "UWSError", "HTTPError", "AuthError", "Forbidden", "NotFound", "ConnectionFailed",
-           "ProtocolError", "Timeout"]
+           "ProtocolError", "Timeout", "Batch", "BatchJob", "BatchRef", "Event", "EventPage"]

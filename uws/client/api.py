@@ -11,10 +11,12 @@ from typing import IO, Any
 
 import requests
 
+from .batches import BatchOperations
 from .documents import ErrorSummary, Job, JobRef, Parameter, Result, parse_job, parse_job_list
 from .errors import ConnectionFailed, NotFound, ProtocolError, Timeout
+from .events import EventOperations
 from .http import Reply, Transport
-from .urls import child_url, split_userinfo
+from .urls import child_url, public_url, split_userinfo
 
 Value = str | int | float | bool
 Upload = str | Path | bytes | IO[bytes]
@@ -24,7 +26,7 @@ MAX_NAME_BYTES = 200
 MAX_SUFFIX_BYTES = 16   # an extension kept when a name is shortened (".fits", ".vot.gz")
 
 
-class Client:
+class Client(BatchOperations, EventOperations):
     """A UWS job list at ``url`` (e.g. ``https://host/tap/async``).
 
     Jobs are named by id or by absolute URL. Credentials: ``user``/``password`` (Basic),
@@ -35,6 +37,10 @@ class Client:
     The URL is kept as given (a trailing slash, a query string): job ids and their
     resources go into its path, its query string goes with every request.
     Raises ValueError for a URL that is not http(s), or a timeout not above 0.
+
+    This package's extensions, on its servers: batches (``create_batch``, ``batch``,
+    ``batches``, ``run_batch``, ...: uws/client/batches.py) and job events (``events``,
+    ``all_events``, ``follow_events``: uws/client/events.py).
     """
 
     def __init__(self, url: str, *, user: str | None = None, password: str | None = None,
@@ -62,17 +68,16 @@ class Client:
         params: list[tuple[str, str]] = [("PHASE", p.upper()) for p in phases]
         if after is not None:
             params.append(("AFTER", _time_text(after)))
-        if last is not None:
-            params.append(("LAST", str(last)))
-        if page_size is not None:
-            params.append(("extend", str(page_size)))
+        if last == 0:
+            return
+        params += _page_params(last, page_size)
         url = self.url
         seen: set[str] = set()
         count = 0
         for _ in range(MAX_PAGES):
             seen.add(url)
             reply = self.http.get(url, params=params if url == self.url else None)
-            for ref in parse_job_list(reply.body, reply.url, self.url):
+            for ref in self._job_list(reply, first=url == self.url):
                 if last is not None and count >= last:
                     return      # a server ignoring LAST, or paging on without end
                 count += 1
@@ -82,6 +87,17 @@ class Client:
                 return
             url = following
         raise ProtocolError(f"{self.url}: more than {MAX_PAGES} pages of jobs")
+
+    def _job_list(self, reply: Reply, first: bool) -> list[JobRef]:
+        """The jobrefs of a page; the first page not being a job list is most often a
+        URL that names something else (a server's root): say which URLs would do."""
+        try:
+            return parse_job_list(reply.body, reply.url, self.url)
+        except ProtocolError as exc:
+            if not first:
+                raise
+            raise ProtocolError(f"{self.url} is not a UWS job list ({exc}); use a job list's "
+                                f"URL{_listed_urls(reply)}") from None
 
     def get(self, job: str | Job | JobRef, wait: int | None = None, phase: str | None = None) -> Job:
         """The job document; ``wait`` seconds of blocking (UWS 1.1 WAIT) while it stays in
@@ -140,7 +156,7 @@ class Client:
         if reply.location is not None:
             return self.get(reply.location)
         try:
-            job_id = parse_job(reply.body, self.url).job_id
+            job_id = parse_job(reply.body, self.url).id
         except ProtocolError:
             raise ProtocolError(f"POST {self.url} gave neither a Location nor a job document") from None
         return parse_job(reply.body, self.job_url(job_id))
@@ -202,14 +218,14 @@ class Client:
                 return current
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
+                raise Timeout(f"job {current.id} still {current.phase} after {timeout:g} s",
                               current)
             asked = max(1, int(min(block, left if left is not None else block)))
             try:
                 latest, blocked = self._next(current, asked, left)
             except ConnectionFailed:
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise Timeout(f"job {current.job_id} still {current.phase} after {timeout:g} s",
+                    raise Timeout(f"job {current.id} still {current.phase} after {timeout:g} s",
                                   current) from None
                 raise
             if latest.phase != current.phase:
@@ -266,6 +282,33 @@ class Client:
             if r.id == result_id:
                 return r
         raise NotFound(404, f"the job has no result {result_id!r}", self.job_url(job))
+
+
+def _page_params(last: int | None, page_size: int | None) -> list[tuple[str, str]]:
+    """LAST alone, as UWS 1.1 has it; with a page size, pages of that size (this
+    package's ``extend``, which it refuses with LAST), at most ``last`` jobs in all: the
+    client stops reading there, so a server that ignores ``extend`` still gives the
+    ``last`` newest jobs."""
+    if last is not None and page_size is not None:
+        return [("extend", str(min(page_size, last)))]
+    if last is not None:
+        return [("LAST", str(last))]
+    return [] if page_size is None else [("extend", str(page_size))]
+
+
+def _listed_urls(reply: Reply, shown: int = 5) -> str:
+    """", such as a service's: URL, URL" when a plain text answer lists http(s) URLs
+    (this package's server root lists its services so), else a general hint."""
+    found = []
+    if reply.headers.get("Content-Type", "").startswith("text/plain"):
+        for text in reply.text.splitlines():
+            first = text.split("\t", 1)[0].strip()
+            if first.startswith(("http://", "https://")) and " " not in first:
+                found.append(public_url(first))
+    if not found:
+        return " (a service's URL, such as http://host:8700/sleep, or a TAP service's …/async)"
+    more = ", …" if len(found) > shown else ""
+    return ", such as a service's: " + ", ".join(found[:shown]) + more
 
 
 def file_name(result: Result) -> str:

@@ -8,112 +8,29 @@ Whatever the server said is printed without terminal controls (display.clean).
 """
 from __future__ import annotations
 
-import functools
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from .. import __version__
 from . import display
-from .api import Client, Value, file_name, shortened
+from .api import Value, file_name, shortened
+from .clibase import (
+    CA_FILE,
+    CA_HELP,
+    JSON_OPTION,
+    LOCAL_FILE,
+    PHASE_CODES,
+    TIMEOUT_OPTION,
+    Options,
+    fail,
+    handled,
+    line,
+    pass_options,
+)
+from .clibatch import batch, events
 from .documents import Job, Result, to_dict
-from .errors import ConnectionFailed, HTTPError, ProtocolError, Timeout, UWSError
-
-OK, USAGE, JOB_ERROR, JOB_ABORTED, WAIT_TIMEOUT, HTTP_ERROR, CONNECTION, PROTOCOL = 0, 2, 3, 4, 5, 6, 7, 8
-LOCAL_FILE = 9
-PHASE_CODES = {"COMPLETED": OK, "ARCHIVED": OK, "ERROR": JOB_ERROR, "ABORTED": JOB_ABORTED}
-
-
-class Options:
-    """The group's options, and the client made from them on first use."""
-
-    def __init__(self, url, user, password, token, as_json, http_timeout, ca_bundle):
-        self.url, self.user, self.password, self.token = url, user, password, token
-        self.json = as_json
-        self.http_timeout, self.ca_bundle = http_timeout, ca_bundle
-        self._client: Client | None = None
-
-    @property
-    def client(self) -> Client:
-        if self._client is None:
-            if not self.url:
-                raise click.UsageError("no server: give --url (or set UWS_URL) to a job list's URL")
-            password = self.password
-            if self.user and password is None:
-                password = click.prompt(f"password for {self.user}", hide_input=True, err=True)
-            try:
-                self._client = Client(self.url, user=self.user, password=password, token=self.token,
-                                      timeout=self.http_timeout, ca_bundle=self.ca_bundle)
-            except ValueError as exc:
-                raise click.BadParameter(str(exc), param_hint="--url") from None
-        return self._client
-
-    def emit(self, data, text: str | None = None) -> None:
-        """JSON for scripts (json.dumps escapes control characters), else ``text`` for
-        people: lines of ``line()``."""
-        if self.json:
-            click.echo(json.dumps(data, indent=2))
-        elif text is not None:
-            click.echo(text)
-
-
-def line(*parts) -> str:
-    """One line of output, of parts that may come from the server."""
-    return " ".join(display.clean(str(p)) for p in parts)
-
-
-def handled(command):
-    """UWS failures as one line on stderr and their exit code, never a traceback."""
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except Timeout as exc:
-            _fail(str(exc), WAIT_TIMEOUT)
-        except HTTPError as exc:
-            _fail(str(exc), HTTP_ERROR)
-        except ConnectionFailed as exc:
-            _fail(str(exc), CONNECTION)
-        except ProtocolError as exc:
-            _fail(f"not a UWS answer: {exc}", PROTOCOL)
-        except UWSError as exc:
-            _fail(str(exc), PROTOCOL)
-        except OSError as exc:      # an --output or --file that cannot be written or read
-            _fail(str(exc), LOCAL_FILE)
-    return wrapper
-
-
-def _fail(message: str, code: int):
-    click.echo(line("uws jobs:", message), err=True)
-    sys.exit(code)
-
-
-JSON_OPTION = click.option("--json", "as_json", is_flag=True,
-                           help="Print JSON for scripts instead of tables.")
-TIMEOUT_OPTION = click.option(
-    "--http-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-    help="Seconds to wait for a connection, and for each whole answer of the server [30].")
-CA_HELP = "Certificate authorities (a PEM file) to check https servers against"
-CA_FILE = click.Path(exists=True, dir_okay=False)
-
-
-def pass_options(command):
-    """Hand a subcommand the group's options; it takes the ones that are not about the
-    server (``--json``, ``--http-timeout``, ``--ca-bundle``) where people put them
-    (``uws jobs show ID --json``) as well as before the subcommand."""
-    @JSON_OPTION
-    @TIMEOUT_OPTION
-    @click.option("--ca-bundle", type=CA_FILE, help=f"{CA_HELP}.")    # the group reads the variable
-    @click.pass_obj
-    @functools.wraps(command)
-    def wrapper(opts: Options, *args, as_json: bool = False, http_timeout=None, ca_bundle=None,
-                **kwargs):
-        opts.json = opts.json or as_json
-        opts.http_timeout = http_timeout or opts.http_timeout
-        opts.ca_bundle = ca_bundle or opts.ca_bundle
-        return command(opts, *args, **kwargs)
-    return wrapper
 
 
 @click.group(name="jobs", context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,6 +42,7 @@ def pass_options(command):
 @JSON_OPTION
 @TIMEOUT_OPTION
 @click.option("--ca-bundle", type=CA_FILE, envvar="UWS_CA_BUNDLE", help=f"{CA_HELP} [UWS_CA_BUNDLE].")
+@click.version_option(__version__, "--version", prog_name="uws", message="%(prog)s %(version)s")
 @click.pass_context
 def jobs(ctx, url, user, password, token, as_json, http_timeout, ca_bundle):
     """Drive the jobs of any UWS 1.1 server."""
@@ -187,14 +105,24 @@ def create(opts: Options, parameters, files, run, run_id, execution_duration, de
            wait_too, timeout, progress):
     """Create a job from NAME=VALUE parameters (and uploads); prints its id."""
     uploads = {name: Path(str(paths[0])) for name, paths in _parameters(files).items()}
-    for path in uploads.values():
-        if not path.is_file():
-            raise click.BadParameter(f"{path}: no such file", param_hint="--file")
+    for name, path in uploads.items():
+        _readable(name, path)
     created = opts.client.create(_parameters(parameters), files=uploads, run=run, run_id=run_id,
                                  execution_duration=execution_duration, destruction=destruction)
     if wait_too and run:
         _wait(opts, created, timeout, progress)
-    opts.emit(to_dict(created), line(created.job_id, created.phase, created.url))
+    opts.emit(to_dict(created), line(created.id, created.phase, created.url))
+
+
+def _readable(name: str, path: Path) -> None:
+    """An upload that can be read, checked before anything is sent; else exit 9 (a
+    local file) with what is wrong with it: missing, a directory, not readable."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        fail(f"--file {name}={path}: cannot read it: {exc.strerror or exc} "
+             "(give a file to upload)", LOCAL_FILE)
 
 
 @jobs.command()
@@ -209,7 +137,7 @@ def run(opts: Options, job, wait_too, timeout, progress):
     started = opts.client.run(job)
     if wait_too:
         _wait(opts, started, timeout, progress)
-    opts.emit(to_dict(started), line(started.job_id, started.phase))
+    opts.emit(to_dict(started), line(started.id, started.phase))
 
 
 @jobs.command()
@@ -226,11 +154,11 @@ def wait(opts: Options, job, timeout, progress):
 def _wait(opts: Options, job: Job, timeout, progress) -> None:
     show_bar = (not opts.json and sys.stderr.isatty()) if progress is None else progress
     if job.phase in ("PENDING", "HELD"):
-        click.echo(line(f"uws jobs: job {job.job_id} is {job.phase}: it starts only once run "
-                        f"(uws jobs run {job.job_id})"), err=True)
+        click.echo(line(f"uws jobs: job {job.id} is {job.phase}: it starts only once run "
+                        f"(uws jobs run {job.id})"), err=True)
     with display.WaitProgress(enabled=show_bar) as bar:
         done = opts.client.wait(job, timeout=timeout, block=1 if show_bar else 30, on_update=bar.update)
-    text = line(done.job_id, done.phase)
+    text = line(done.id, done.phase)
     if done.error_summary is not None:
         text += ": " + line(done.error_summary.message)
     opts.emit(to_dict(done), text)
@@ -244,7 +172,7 @@ def _wait(opts: Options, job: Job, timeout, progress) -> None:
 def abort(opts: Options, job):
     """Abort a job (PHASE=ABORT)."""
     aborted = opts.client.abort(job)
-    opts.emit(to_dict(aborted), line(aborted.job_id, aborted.phase))
+    opts.emit(to_dict(aborted), line(aborted.id, aborted.phase))
 
 
 @jobs.command()
@@ -303,3 +231,7 @@ def _renamed(result: Result, path: Path) -> str | None:
 
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+jobs.add_command(batch)
+jobs.add_command(events)

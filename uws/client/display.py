@@ -5,6 +5,7 @@ characters (escape sequences, BEL…) that would drive the terminal.
 """
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from rich.console import Console
@@ -12,7 +13,9 @@ from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextC
 from rich.table import Table
 from rich.text import Text
 
+from .batches import Batch, BatchRef
 from .documents import Job, JobRef, Result
+from .events import Event
 
 # ESC sequences whole (CSI, OSC up to BEL or ST, two-character ones), then any other C0
 # or C1 control but newline and tab, and the bidirectional overrides that reorder text
@@ -45,8 +48,15 @@ def _table(*columns: str, show_header: bool = True) -> Table:
     return table
 
 
-def _when(value) -> str:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else ""
+def when(value: dt.datetime | None) -> str:
+    """A time in UTC to the second, as people read it (``--json`` keeps the server's
+    precision)."""
+    if value is None:
+        return ""
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_when = when
 
 
 def job_list(refs: list[JobRef]) -> None:
@@ -59,7 +69,7 @@ def job_list(refs: list[JobRef]) -> None:
 
 def job(found: Job) -> None:
     table = _table("Field", "Value", show_header=False)
-    for name, value in (("job", found.job_id), ("url", found.url), ("phase", found.phase),
+    for name, value in (("job", found.id), ("url", found.url), ("phase", found.phase),
                         ("run ID", found.run_id), ("owner", found.owner_id),
                         ("created", _when(found.creation_time)), ("started", _when(found.start_time)),
                         ("ended", _when(found.end_time)),
@@ -86,6 +96,64 @@ def results(found: list[Result]) -> None:
     _console().print(table)
 
 
+def batch(found: Batch) -> None:
+    table = _table("Field", "Value", show_header=False)
+    counts = ", ".join(f"{phase} {n}" for phase, n in found.phases.items() if n)
+    for name, value in (("batch", found.id), ("url", found.url), ("status", found.status),
+                        ("complete", f"{found.percent_complete:g} %"),
+                        ("jobs", f"{found.job_count}" + (f" ({counts})" if counts else "")),
+                        ("run ID", found.run_id), ("owner", found.owner_id),
+                        ("created", when(found.creation_time))):
+        if value:
+            table.add_row(name, _text(str(value)))
+    _console().print(table)
+    if found.jobs:
+        jobs = _table("Job", "Phase", "Error")
+        for j in found.jobs:
+            jobs.add_row(_text(j.id), _text(j.phase), _text(j.error))
+        _console().print(jobs)
+
+
+def batch_list(refs: list[BatchRef]) -> None:
+    table = _table("Batch", "Jobs", "Run ID", "Owner", "Created")
+    for r in refs:
+        table.add_row(_text(r.id), str(r.job_count), _text(r.run_id), _text(r.owner_id),
+                      when(r.creation_time))
+    _console().print(table)
+
+
+def event_line(e: Event) -> str:
+    """``ID TIME JOB OLD -> NEW`` (``-`` before a creation and after a deletion), and
+    the percent of a progress report."""
+    text = f"{e.id} {when(e.time)} {e.job_id} {e.old_phase or '-'} -> {e.new_phase or '-'}"
+    if e.progress is not None:
+        text += f" {e.progress:.0f} %"
+    return clean(text)
+
+
+class BatchProgress:
+    """A bar on stderr filling with the batch's percent complete."""
+
+    def __init__(self, enabled: bool):
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                                 TaskProgressColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                                 disable=not enabled)
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> BatchProgress:
+        self.progress.start()
+        self.task = self.progress.add_task("batch", total=100)
+        return self
+
+    def update(self, current: Batch) -> None:
+        assert self.task is not None
+        self.progress.update(self.task, description=clean(f"{current.id} {current.status}"),
+                             completed=current.percent_complete)
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
 class WaitProgress:
     """A bar on stderr: the percent from jobInfo when the server reports one, else a
     pulse with the time elapsed."""
@@ -104,7 +172,7 @@ class WaitProgress:
 
     def update(self, current: Job) -> None:
         assert self.task is not None
-        label = clean(f"{current.job_id} {current.phase}")
+        label = clean(f"{current.id} {current.phase}")
         if current.progress is not None:
             self.progress.update(self.task, description=label, total=100, completed=current.progress)
         elif current.phase == "COMPLETED":

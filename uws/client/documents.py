@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import math
 import re
+import warnings
 
 from lxml import etree
 
@@ -47,10 +48,16 @@ class ErrorSummary:
     message: str
 
 
+def _deprecated_job_id(obj) -> str:
+    warnings.warn("job_id is deprecated: use id (Job and JobRef both name the job's id so)",
+                  DeprecationWarning, stacklevel=3)
+    return obj.id
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     url: str
-    job_id: str
+    id: str
     phase: str
     run_id: str | None = None
     owner_id: str | None = None
@@ -71,6 +78,11 @@ class Job:
     def is_final(self) -> bool:
         return self.phase in FINAL_PHASES
 
+    @property
+    def job_id(self) -> str:
+        """Deprecated: ``id`` (the name JobRef, Result and Parameter use too)."""
+        return _deprecated_job_id(self)
+
     def parameter(self, name: str) -> str | None:
         """A parameter's value; names are case-insensitive (DALI)."""
         for p in self.parameters:
@@ -88,9 +100,15 @@ class JobRef:
     owner_id: str | None = None
     creation_time: dt.datetime | None = None
 
+    @property
+    def job_id(self) -> str:
+        """Deprecated: ``id``, as for a Job."""
+        return _deprecated_job_id(self)
+
 
 def to_dict(obj) -> dict:
-    """A job or jobref as JSON-ready data (times in ISO 8601)."""
+    """A job or jobref as JSON-ready data (times in ISO 8601). A job's id is ``id`` and,
+    for scripts written before it was, ``job_id`` too (deprecated)."""
     def convert(value):
         if isinstance(value, dt.datetime):
             return value.isoformat().replace("+00:00", "Z")
@@ -99,7 +117,10 @@ def to_dict(obj) -> dict:
         if isinstance(value, dict):
             return {k: convert(v) for k, v in value.items()}
         return value
-    return convert(dataclasses.asdict(obj))
+    data = convert(dataclasses.asdict(obj))
+    if isinstance(obj, Job):
+        data["job_id"] = obj.id
+    return data
 
 
 def parse_job(body: bytes, url: str) -> Job:
@@ -110,7 +131,7 @@ def parse_job(body: bytes, url: str) -> Job:
         raise ProtocolError(f"{url}: the job document lacks jobId or phase")
     progress, message = _progress(_child(root, "jobInfo"))
     return Job(
-        url=url, job_id=job_id, phase=phase.upper(), run_id=_text(root, "runId"),
+        url=url, id=job_id, phase=phase.upper(), run_id=_text(root, "runId"),
         owner_id=_text(root, "ownerId"), quote=_time(root, "quote"),
         creation_time=_time(root, "creationTime"), start_time=_time(root, "startTime"),
         end_time=_time(root, "endTime"), execution_duration=_int(root, "executionDuration"),

@@ -34,6 +34,7 @@ CHUNK = 1 << 16
 MAX_DOCUMENT = 32 << 20         # a UWS document longer than this is not one
 MAX_ERROR_BODY = 64 << 10       # what an error message is taken from
 MAX_REDIRECTS = 10
+MAX_LINE = 1 << 20              # of an event stream: an event's JSON is far shorter
 STALL_BYTES = 1024              # a download bringing less in a timeout's time has stalled
 REDIRECTS = (301, 302, 303, 307, 308)
 # ASCII digits, and few enough for int() (a header of 5,000 digits is no offset)
@@ -182,6 +183,31 @@ class Transport:
                 out.flush()
                 os.fsync(out.fileno())
         return path.stat().st_size
+
+    def event_lines(self, url: str, idle: float, **kwargs) -> Iterator[bytes]:
+        """An event stream (Server-Sent Events) line by line, as it arrives, without
+        the line ends (LF, CRLF); its end ends them. A silence longer than ``idle``
+        seconds is ConnectionFailed, a line over MAX_LINE bytes a ProtocolError."""
+        budget = max(self.timeout, idle)
+        response = self._open("GET", url, time.monotonic() + budget, budget, (), follow=True,
+                              **kwargs)
+        kind = response.headers.get("Content-Type", "")
+        if not kind.startswith("text/event-stream"):
+            response.close()
+            raise ProtocolError(f"{response.url}: not an event stream ({kind or 'no type'}): "
+                                "a server without this package's events?")
+        pending = b""
+        with response, _failures(response.url, idle):
+            while True:
+                _bound_next_read(response, idle)
+                chunk = response.raw.read1(CHUNK, decode_content=True)
+                if not chunk:
+                    return
+                *complete, pending = (pending + chunk).split(b"\n")
+                if len(pending) > MAX_LINE:
+                    raise ProtocolError(f"{response.url}: a line longer than {MAX_LINE} bytes")
+                for line in complete:
+                    yield line[:-1] if line.endswith(b"\r") else line
 
     # -- the plumbing -------------------------------------------------------------------
 

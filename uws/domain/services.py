@@ -149,9 +149,14 @@ class Service:
         if self.command and (not self.command[0] or PLACEHOLDER.search(self.command[0])):
             raise ValueError("command: the program (its first word) must be fixed, "
                              "without placeholders")
+        declared = {spec.name.upper() for spec in self.parameters}
         for arg in self.command:
             for name in PLACEHOLDER.findall(arg):
-                # an unknown placeholder is a configuration error
+                if name.upper() not in declared:
+                    raise ValueError(f"command: {{{name}}} in {arg!r} names no parameter of "
+                                     f"the service: declare it ([[services.{self.name}."
+                                     f"parameters]] name = {name!r}) or take it out of "
+                                     "command")
                 if self.spec(name).multiple and not PLACEHOLDER.fullmatch(arg):
                     raise ValueError(f"command: {{{name}}} may have several values: it "
                                      "must be a whole argument (one argument per value)")

@@ -1,9 +1,11 @@
 """The Flask application factory: wires store, files, executor and routes."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -114,11 +116,31 @@ def _as_config(config) -> config_mod.Config:
     return config_mod.load(config or os.environ.get("UWS_CONFIG") or None)
 
 
+def _make_data_dir(cfg: config_mod.Config) -> None:
+    """The data directory, made (0700) when missing; one that cannot be made or
+    written names the setting to change, not only the system's error."""
+    path = Path(cfg.data_dir)
+    try:
+        make_private_dir(path)
+        if not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, FileExistsError | NotADirectoryError):
+            reason = "a file is in the way: not a directory"
+        raise config_mod.ConfigError(
+            f"data_dir: cannot use {str(path)!r} as the data directory ({reason}): set "
+            "--data-dir, UWS_DATA_DIR or [server] data_dir to a directory this user may "
+            "create or write") from None
+
+
 def _build(cfg: config_mod.Config) -> tuple[Jobs, EventFeed]:
     if cfg.executor not in config_mod.EXECUTORS:     # a Config made in code, not loaded
         raise config_mod.ConfigError(f"executor.kind: {cfg.executor!r} is not one of "
                                      f"{', '.join(config_mod.EXECUTORS)}")
-    make_private_dir(cfg.data_dir)      # 0700 when made here
+    _make_data_dir(cfg)
     store = Store(cfg.db_url, pool_size=min(cfg.threads, 32))
     files = JobFiles(cfg.data_dir, cfg.max_upload_bytes)
     watch = PhaseWatch(store.phases_of, limit=cfg.waiter_limit)

@@ -118,7 +118,14 @@ def metrics():
         if not caller.admin:
             if not caller.owner and api.config.auth.modes:
                 raise identity.Unauthorized("the metrics are for administrators")
-            raise Forbidden("the metrics are for administrators")
+            if not api.config.auth.modes:
+                # no sign-in at all: nobody can be an administrator here
+                raise Forbidden("the metrics are for administrators, and this server has no "
+                                "[auth] to sign one in: set [server] metrics_public = true to "
+                                "let anyone scrape them, or configure [auth] with an "
+                                "administrator")
+            raise Forbidden("the metrics are for administrators (or set [server] "
+                            "metrics_public = true to let anyone scrape them)")
     body = generate_latest(current_app.extensions["uws_metrics"].registry)
     return Response(body, content_type=CONTENT_TYPE_LATEST)
 
