@@ -1,11 +1,12 @@
 """Signing in and out from a browser, on a server with an ``[auth]`` table.
 
 - ``GET /signin?next=/path``: the sign-in page.  With bearer tokens it holds a form for
-  one; with HTTP Basic alone it is the Basic challenge (as ``/signin/password``).
+  one; with HTTP Basic alone it is the Basic challenge (as ``via=password``).
   A caller already identified is sent on to ``next`` (303).
-- ``GET /signin/password?next=/path``: 401 with the Basic challenge until the browser
-  sends a name and password, then 303 to ``next``.  The browser keeps sending them to
-  this server until it is closed.
+- ``GET /signin?via=password&next=/path``: 401 with the Basic challenge until the
+  browser sends a name and password, then 303 to ``next``.  The browser keeps sending
+  them until it is closed: unasked to every path below the challenged one's folder
+  (RFC 7617), which is why this is ``/signin`` itself and not a path below it.
 - ``POST /signin`` (``token``, ``next``): a right token is kept in the session cookie
   (``HttpOnly``, ``SameSite=Strict``, ``Secure`` under https), then 303 to ``next``; a
   wrong one shows the form again (401), and counts as a failed password does.
@@ -49,20 +50,10 @@ def signin_page():
     target = _next(request.args.get("next"))
     if identity.current_caller().owner:
         return see_other(_location(target))
-    if "bearer" not in cfg.modes and "basic" in cfg.modes:
+    password = request.args.get("via") == "password" or "bearer" not in cfg.modes
+    if password and "basic" in cfg.modes:
         return _challenge(cfg, target)
     return _page(cfg, target)
-
-
-@bp.route("/signin/password", methods=["GET"])
-def password():
-    cfg = _auth()
-    if "basic" not in cfg.modes:
-        raise NotFound("this server takes no passwords")
-    target = _next(request.args.get("next"))
-    if identity.current_caller().owner:
-        return see_other(_location(target))
-    return _challenge(cfg, target)
 
 
 @bp.route("/signin", methods=["POST"])
@@ -111,7 +102,7 @@ def _page(cfg: AuthConfig, target: str, status: int = 200, error: str | None = N
           challenged: bool = False):
     return pages.render("signin.html", status=status, cfg=cfg, target=target, error=error,
                         challenged=challenged, signed_out=False,
-                        password_url=f"{base_url()}signin/password?next={quote(target)}")
+                        password_url=f"{base_url()}signin?via=password&next={quote(target)}")
 
 
 def _next(raw: str | None) -> str:
