@@ -81,7 +81,7 @@ def test_root_lists_each_service_with_its_description(client):
     cards = doc.xpath('//ul[@class="services"]/li')
     assert [c.xpath("string(.//h2)").strip() for c in cards] == ["sleep", "checksum"]
     assert "Sleeps for DURATION seconds" in cards[0].text_content()
-    assert cards[0].xpath(".//a/@href") == ["http://localhost/sleep"]
+    assert cards[0].xpath(".//h2/a/@href") == ["http://localhost/sleep"]
 
 
 def test_service_page_has_the_creation_form_and_the_job_list(client):

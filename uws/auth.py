@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import re
 
 MODES = ("basic", "bearer", "header")
@@ -68,7 +69,15 @@ class AuthConfig:
             schemes.append(f'Bearer realm="{self.realm}"')
         return ", ".join(schemes) or f'Basic realm="{self.realm}"'
 
+    def token_owner(self, token: str) -> str | None:
+        """The name a bearer token stands for, or None; compared in constant time."""
+        digest = token_digest(token)
+        for known, name in self.tokens.items():
+            if hmac.compare_digest(known, digest):
+                return name
+        return None
+
 
 def token_digest(token: str) -> str:
     """What the configuration stores for a bearer token (never the token itself)."""
-    return hashlib.sha256(token.encode()).hexdigest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()

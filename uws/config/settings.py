@@ -28,7 +28,7 @@ from . import shapes
 EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
 #: Paths of the server's own that no service may take.
-RESERVED_NAMES = frozenset({"stats", "metrics"})
+RESERVED_NAMES = frozenset({"stats", "metrics", "signin", "signout"})
 
 
 class ConfigError(ValueError):

@@ -30,7 +30,20 @@ from ..usecases.ports import Executor
 from ..usecases.stats import Statistics
 from ..usecases.sweeps import Sweeps
 from ..usecases.waiting import PhaseWatch
-from . import batches, events, holds, identity, job, joblist, metrics, pages, static, stats, vosi
+from . import (
+    batches,
+    events,
+    holds,
+    identity,
+    job,
+    joblist,
+    metrics,
+    pages,
+    signin,
+    static,
+    stats,
+    vosi,
+)
 from .headers import add_missing
 from .http import MAX_FORM_BYTES, base_url, json_response, text
 from .incoming import UWSRequest
@@ -86,6 +99,7 @@ def create_app(config=None) -> Flask:
     metrics.install(app)
     pages.install(app)
     identity.install(app)
+    signin.install(app)
     _error_handlers(app)
     app.before_request(_admit)
     app.after_request(_security_headers)

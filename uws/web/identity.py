@@ -10,14 +10,19 @@ caller, and may pass its credentials on.  A service declaring
 ``anonymous = false`` answers 401 with a challenge to callers without
 credentials.  Passwords are checked by :mod:`.passwords`, which bounds what
 guessing can cost the server.
+
+A browser signed in with a bearer token (:mod:`.signin`) sends it in the session
+cookie, read after both headers: for reading requests, and for posts only when
+the browser names the page they come from (``Origin``/``Referer``), which the
+cross-site check of every post (``app._same_origin_only``) has found to be ours.
+A cookie whose token is no longer accepted counts as no credentials (the answer
+clears it): it would otherwise shut its browser out of every page, sign-out included.
 """
 from __future__ import annotations
 
-import hmac
+from flask import current_app, g, request
 
-from flask import current_app, request
-
-from ..auth import AuthConfig, token_digest
+from ..auth import AuthConfig
 from ..domain.errors import BadRequest, UWSError
 from ..domain.model import ANONYMOUS, Caller, fits_xml
 from .incoming import current
@@ -28,11 +33,24 @@ class Unauthorized(UWSError):
     status = 401
 
 
+#: The session cookie holding a browser's bearer token (set by :mod:`.signin`).
+SESSION_COOKIE = "uws_session"
+#: Methods whose requests may carry the cookie without naming where they come from.
+READING = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def current_caller() -> Caller:
     """The caller of this request, authenticated once per request."""
     req = current()
     if req.caller is None:
-        req.caller = _authenticate(_auth_config())
+        refused = g.get("uws_refused")
+        if refused is not None:     # once: pages ask again, and a hash costs much
+            raise refused
+        try:
+            req.caller = _authenticate(_auth_config())
+        except UWSError as exc:
+            g.uws_refused = exc
+            raise
     return req.caller
 
 
@@ -55,10 +73,38 @@ def install(app) -> None:
 def _authenticate(cfg: AuthConfig) -> Caller:
     if not cfg.modes:
         return ANONYMOUS    # no scheme to read
-    name = _from_header(cfg) or _from_authorization(cfg)
+    name = _from_header(cfg) or _from_authorization(cfg) or _from_cookie(cfg)
     if not name:
         return ANONYMOUS
     return Caller(owner=name, admin=name in cfg.admins)
+
+
+def signed_in_by() -> str | None:
+    """How this request's caller was identified: "proxy", "basic", "bearer",
+    "cookie", or None (anonymous, or not yet authenticated)."""
+    return g.get("uws_signed_in_by")
+
+
+def stale_session() -> bool:
+    """Whether the request brought a session cookie whose token is not accepted."""
+    return bool(g.get("uws_stale_session"))
+
+
+def _from_cookie(cfg: AuthConfig) -> str | None:
+    if "bearer" not in cfg.modes:
+        return None
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        return None
+    if request.method not in READING and not (request.headers.get("Origin")
+                                              or request.headers.get("Referer")):
+        return None     # a post not known to come from our pages: no cookie credentials
+    name = cfg.token_owner(token)
+    if name is None:
+        g.uws_stale_session = True
+        return None
+    g.uws_signed_in_by = "cookie"
+    return name
 
 
 def _from_header(cfg: AuthConfig) -> str | None:
@@ -73,6 +119,7 @@ def _from_header(cfg: AuthConfig) -> str | None:
         raise BadRequest(f"the {cfg.header} header is not UTF-8") from None
     if not fits_xml(name):      # shown as ownerId; PostgreSQL cannot store NUL
         raise BadRequest(f"the {cfg.header} header holds a control character")
+    g.uws_signed_in_by = "proxy"
     return name
 
 
@@ -92,10 +139,11 @@ def _from_authorization(cfg: AuthConfig) -> str | None:
             return None     # empty Basic credentials (validators send them): none at all
         gate: PasswordGate = current_app.extensions["uws_passwords"]
         if gate.check(request.remote_addr or "", auth.username or "", auth.password or ""):
+            g.uws_signed_in_by = "basic"
             return auth.username
     elif auth.token:
-        digest = token_digest(auth.token)
-        for known, name in cfg.tokens.items():
-            if hmac.compare_digest(known, digest):
-                return name
+        name = cfg.token_owner(auth.token)
+        if name is not None:
+            g.uws_signed_in_by = "bearer"
+            return name
     raise Unauthorized("the credentials were not accepted")

@@ -14,7 +14,7 @@ from ..domain.errors import UWSError
 from ..domain.phases import Phase
 from ..domain.timeutil import format_time
 from ..render.xml import Links
-from . import forms, listpage
+from . import forms, identity, listpage
 from .http import base_url, job_url, jobs_api
 from .jobview import JobView
 
@@ -27,7 +27,30 @@ def render(template: str, status: int = 200, **context) -> Response:
 
 
 def index_page() -> Response:
-    return render("index.html", services=jobs_api().config.services.values())
+    """The services, each with its links and its caller's job counts (from the
+    counters: one grouped read whatever the number of jobs)."""
+    api = jobs_api()
+    caller = identity.current_caller()
+    counts: dict[str, dict[Phase, int]] = {}
+    for (service, _, phase), n in api.store.job_counts(None, caller.scope).items():
+        by_phase = counts.setdefault(service, {})
+        by_phase[phase] = by_phase.get(phase, 0) + n
+    return render("index.html", services=api.config.services.values(), counts=counts,
+                  whose=_whose(caller, bool(api.config.auth.modes)), admin=caller.admin,
+                  busy=BUSY, archived=Phase.ARCHIVED)
+
+
+#: The phases the services page counts apart (the total is of every phase but ARCHIVED).
+BUSY = (Phase.EXECUTING, Phase.QUEUED, Phase.HELD)
+
+
+def _whose(caller, authenticated: bool) -> str:
+    """Whose jobs the counts are, said for the services page."""
+    if caller.admin:
+        return "all owners' jobs"
+    if caller.owner:
+        return "your jobs"
+    return "anonymous jobs" if authenticated else "jobs"
 
 
 def job_page(job, caller) -> Response:

@@ -11,6 +11,10 @@ so unchecked concurrent guesses exhaust the machine.  Hence:
   password with a secret of this process (never the password itself);
 - an unknown name costs one hash of the users' method, like a known one, so response
   times do not tell which names exist.
+
+A bearer token typed into the sign-in page (:mod:`.signin`) is checked here too: a
+wrong one counts as a failure of its address, and an address with too many failures
+answers 429 there, right token or not.
 """
 from __future__ import annotations
 
@@ -79,6 +83,17 @@ class PasswordGate:
         self._by_address.add(address)
         self._by_user.add(user)
         return False
+
+    def check_token(self, address: str, token: str, cfg: AuthConfig) -> str | None:
+        """The name ``token`` stands for; None for a wrong one (counted against
+        ``address``); :class:`TooManyFailures` while ``address`` has failed too often."""
+        wait = self._by_address.blocked_for(address)
+        if wait:
+            raise TooManyFailures(f"too many failed sign-ins; try again in {wait} s", wait)
+        name = cfg.token_owner(token)
+        if name is None:
+            self._by_address.add(address)
+        return name
 
     def _refuse_if_failing(self, address: str, user: str) -> None:
         wait = max(self._by_address.blocked_for(address), self._by_user.blocked_for(user))
