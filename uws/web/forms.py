@@ -12,7 +12,7 @@ import dataclasses
 from ..domain import queueing, timeutil
 from ..domain.errors import BadRequest
 from ..domain.model import check_run_id
-from ..domain.parameters import TRUE_WORDS, ParameterError, ParamSpec
+from ..domain.parameters import ParameterError, ParamSpec
 from ..domain.services import Service, collect
 from ..usecases.jobs import parse_duration
 
@@ -48,7 +48,7 @@ class Field:
 
     @property
     def checked(self) -> bool:
-        return self.value.strip().lower() in TRUE_WORDS
+        return self.value.lower() == "true"
 
     @property
     def step(self) -> str:
