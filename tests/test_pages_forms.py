@@ -182,3 +182,31 @@ def test_an_api_client_still_gets_a_plain_400(client):
     r = client.post(f"{path}/parameters", data={"DURATION": "abc"})
     assert r.status_code == 400
     assert b"<article" not in r.data
+
+
+# -- a finished job's progress text ----------------------------------------------------------
+
+def test_a_completed_sleep_job_says_what_it_did(client):
+    path = create(client, DURATION="0.2", PHASE="RUN")
+    finish(client, path)
+    doc = page(client.get(path, headers=HTML))
+    assert doc.xpath("string(//*[@data-role='message'])") == "slept 0.2 s"
+
+
+@pytest.mark.parametrize("phase", ["ABORTED", "ERROR", "COMPLETED"])
+def test_a_finished_jobs_report_below_100_percent_is_shown_as_the_last_one(api, phase):
+    import dataclasses
+
+    from uws.domain.phases import Phase
+    from uws.render.xml import Links
+    from uws.web.jobview import JobView
+
+    from uws.usecases.jobs import Control
+    job = api.get("sleep", api.create("sleep", [("DURATION", "3")], {}, Control()))
+    ended = dataclasses.replace(job, phase=Phase(phase), progress=97.0,
+                                progress_message="slept 2.9 of 3 s")
+    view = JobView(ended, Links("http://localhost/sleep/x"))
+    assert view.progress_message == "(last reported at 97%: slept 2.9 of 3 s)"
+    running = dataclasses.replace(ended, phase=Phase.EXECUTING)
+    assert JobView(running, Links("http://localhost/sleep/x")).progress_message \
+        == "slept 2.9 of 3 s"
