@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from uws.domain.parameters import ParameterError, ParamSpec
-
 from test_create import create, job_xml, values
+from uws.domain.parameters import ParameterError, ParamSpec
 
 #: parsing and storing one value: the store's side is covered by tests/test_create.py
 BACKENDS = ("sqlite",)

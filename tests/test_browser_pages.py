@@ -12,6 +12,7 @@ from werkzeug.security import generate_password_hash
 from uws.auth import AuthConfig
 from uws.domain import timeutil
 from uws.domain.model import Caller
+from uws.domain.phases import ACTIVE
 from uws.usecases.batches import BatchControl
 from uws.usecases.holds import Holds
 from uws.usecases.jobs import Control
@@ -79,8 +80,13 @@ def batch_of(app, durations: list[str], run_id: str, run: bool = False) -> str:
 
 
 def wait_until_final(api, service: str, job_ids: list[str]) -> None:
+    """Each job once it has ended (a WAIT returns at each change of phase)."""
     for job_id in job_ids:
-        api.wait(service, job_id, 30, None, ROOT)
+        for _ in range(10):
+            if api.wait(service, job_id, 10, None, ROOT).phase not in ACTIVE:
+                break
+        else:
+            pytest.fail(f"job {job_id} did not end")
 
 
 # -- the batch page follows its jobs ------------------------------------------------------

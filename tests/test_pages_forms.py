@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from uws.usecases.batches import BatchControl
-
 from test_html import HTML, create, finish, location, page
+from uws.usecases.batches import BatchControl
 
 #: one database is enough here: tests/test_delete.py and tests/test_batches.py cover the
 #: store's side of deleting
@@ -199,9 +198,8 @@ def test_a_finished_jobs_report_below_100_percent_is_shown_as_the_last_one(api, 
 
     from uws.domain.phases import Phase
     from uws.render.xml import Links
-    from uws.web.jobview import JobView
-
     from uws.usecases.jobs import Control
+    from uws.web.jobview import JobView
     job = api.get("sleep", api.create("sleep", [("DURATION", "3")], {}, Control()))
     ended = dataclasses.replace(job, phase=Phase(phase), progress=97.0,
                                 progress_message="slept 2.9 of 3 s")
