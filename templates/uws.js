@@ -27,6 +27,13 @@
       el.textContent = unbroken(format.formatToParts(when));
       el.classList.add("local");
     }
+    // The statistics chart's axis (SVG text holds no <time>): local, as the table beside it.
+    for (const el of root.querySelectorAll("text[data-datetime]")) {
+      const when = new Date(el.dataset.datetime);
+      if (isNaN(when)) continue;
+      el.textContent = format.format(when);
+      el.classList.add("local");
+    }
     const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "your time zone";
     setText(root, "time-note", `Times are in your local time (${zone}); hover one for UTC.`);
   }
@@ -185,10 +192,50 @@
     for (const row of Array.from(rows).slice(0, LIST_WATCH_LIMIT)) follow(row, () => {});
   }
 
+  /* A batch page while its jobs wait or run: read the same page again and put its
+     live parts (status, progress with the counts by phase, callback, jobs) in place, until
+     the batch's status is final. The page is what the server renders, so the two can
+     never disagree; without this script the page is right as of its loading. */
+  const BATCH_ACTIVE = ["pending", "processing"];
+
+  async function followBatchPage() {
+    const page = document.querySelector("article.batch[data-batch-url]");
+    if (!page) return;
+    let status = page.dataset.status;
+    while (BATCH_ACTIVE.includes(status)) {
+      await pause(status === "processing" ? 1000 : 5000);
+      if (leaving) return;
+      let response;
+      try {
+        response = await fetch(window.location.href,
+                               {headers: {Accept: "text/html"}, cache: "no-store"});
+      } catch (err) {
+        continue;
+      }
+      if (response.status === 404) {
+        setText(page, "status", "deleted");
+        return;
+      }
+      if (!response.ok) continue;
+      const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+      const fresh = doc.querySelector("article.batch[data-batch-url]");
+      if (!fresh || leaving) return;
+      for (const part of page.querySelectorAll("[data-live]")) {
+        const next = fresh.querySelector(`[data-live="${part.dataset.live}"]`);
+        if (!next) continue;
+        const adopted = document.importNode(next, true);
+        part.replaceWith(adopted);
+        localTimes(adopted);
+      }
+      status = page.dataset.status = fresh.dataset.status;
+    }
+  }
+
   function start() {
     localTimes(document);
     followJobPage();
     followListRows();
+    followBatchPage();
   }
 
   if (document.readyState === "loading") {

@@ -52,5 +52,6 @@ def test_a_batch_runs_from_its_page_and_its_failed_job_is_repeated(app, live_ser
     assert status_of(page) == "pending"
     assert page.locator("table[data-role=report] tbody tr").count() == 1
     page.click("button:text-is('Delete')")
-    page.wait_for_url(f"{live_server.url}/sleep/batches")
+    page.click("[data-role=confirm] button:text-is('Delete')")
+    page.wait_for_url(f"{live_server.url}/sleep/batches?deleted=*")
     assert page.inner_text("[data-role=total]") == "1"

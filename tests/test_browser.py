@@ -212,12 +212,16 @@ def test_a_job_page_opened_while_queued_follows_the_job_as_it_starts(page, serve
         api.abort("sleep", job_id)
 
 
-def test_a_job_is_deleted_with_the_delete_button(page, server):
+def test_a_job_is_deleted_with_the_delete_button_once_confirmed(page, server):
     create_sleep(page, server, "0", "doomed")
     job_url = page.url
     page.click("button:text('Delete')")
+    page.wait_for_selector("[data-role=confirm]")
+    page.click("[data-role=confirm] button:text-is('Delete')")
     page.wait_for_selector("table.joblist, p.empty")
-    assert page.url == f"{server.url}/sleep"      # the whole paged list
+    job_id = job_url.rsplit("/", 1)[1]
+    assert page.url == f"{server.url}/sleep?deleted={job_id}"      # the whole paged list
+    assert page.inner_text("[data-role=deleted]") == f"Job {job_id} was deleted."
     assert page.locator("td.job-name", has_text="doomed").count() == 0
     assert page.request.get(job_url).status == 404
 

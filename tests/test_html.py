@@ -378,7 +378,7 @@ def test_browser_delete_redirects_to_the_whole_paged_list(client):
     # a person; the HTML list is paged anyway.
     path = create(client)
     r = client.post(path, data={"ACTION": "DELETE"}, headers=HTML)
-    assert location(r) == "/sleep"
+    assert location(r) == f"/sleep?deleted={path.rsplit('/', 1)[1]}"     # and no LAST
     page(client.get(location(r), headers=HTML))
     assert client.get(path).status_code == 404
 

@@ -17,6 +17,7 @@ def sleep(params: dict, ctx: Context) -> None:
         time.sleep(min(step, duration - elapsed))
     if params["FAIL"]:
         raise RuntimeError(params["MESSAGE"] or "failed on request (FAIL=true)")
+    ctx.progress(100.0, f"slept {duration:g} s")      # what finished, not the last step
     (ctx.workdir / "result.txt").write_text(f"slept {duration:g} s\n{params['MESSAGE']}\n")
     ctx.add_result("result", "result.txt", "text/plain")
 

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 
 from ..auth import AuthConfig
-from ..domain.parameters import FALSE_WORDS, TRUE_WORDS, ParamSpec
+from ..domain.parameters import ParamSpec
 from ..domain.services import Service
 from ..http import hosts
 from . import shapes
@@ -29,6 +29,10 @@ EXECUTORS = ("local", "none", "celery")
 TABLES = ("server", "executor", "auth", "services")
 #: Paths of the server's own that no service may take.
 RESERVED_NAMES = frozenset({"stats", "metrics", "signin", "signout"})
+#: An environment variable's boolean (the words shells and container files use); a
+#: job's boolean parameter takes only true and false (uws.domain.parameters).
+ENV_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+ENV_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
 
 class ConfigError(ValueError):
@@ -200,7 +204,7 @@ def _environment(env) -> dict:
             continue
         try:
             settings[name] = shapes.parse_text(_FIELDS[name], text, var, Config,
-                                               TRUE_WORDS, FALSE_WORDS)
+                                               ENV_TRUE_WORDS, ENV_FALSE_WORDS)
         except shapes.ShapeError as exc:
             raise ConfigError(f"environment variable {exc}") from None
     return settings

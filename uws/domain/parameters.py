@@ -2,7 +2,8 @@
 
 Validation lives here so that the XML API and the HTML forms reject the same
 things with the same messages.  Names are case-insensitive (DALI 1.1 §3.1);
-values are kept exactly as sent.
+values are kept exactly as sent, but for booleans: ``true`` or ``false`` in any case,
+kept (and passed on to the command or runner) as ``true`` or ``false``.
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from . import numbers, timeutil
 from .model import fits_xml
 
 TYPES = ("string", "integer", "float", "boolean", "datetime", "enum", "file")
-TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+#: A boolean parameter's words (any case): DALI writes booleans as these,
+#: and a command should never have to read "yes", "on" or "1" as one.
+BOOLEAN_WORDS = {"true": True, "false": False}
 # A parameter name is also a file name (uploads) and a placeholder in commands.
 PARAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 URL_VALUE = re.compile(r"^https?://[^\s]+$", re.IGNORECASE)
@@ -93,7 +95,8 @@ class ParamSpec:
         return self.type == "file"
 
     def check(self, text: str) -> str:
-        """Validate one submitted value and return it unchanged."""
+        """Validate one submitted value and return it as it is kept: unchanged, but for
+        a boolean's word in lower case."""
         if len(text) > self.max_length:
             raise ParameterError(self.name, f"longer than {self.max_length} characters")
         if not fits_xml(text):
@@ -102,7 +105,9 @@ class ParamSpec:
             # GET {job}/parameters/NAME shows one value per line
             raise ParameterError(self.name, "a value of a parameter given several times "
                                  "is one line")
-        self.convert(text)
+        value = self.convert(text)
+        if self.type == "boolean":
+            return "true" if value else "false"
         return text
 
     def convert(self, text: str):
@@ -160,12 +165,11 @@ def _parse_float(name: str, text: str) -> float:
 
 
 def _parse_bool(name: str, text: str) -> bool:
-    word = text.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ParameterError(name, f"not a boolean (true/false): {text!r}")
+    value = BOOLEAN_WORDS.get(text.lower())
+    if value is None:
+        raise ParameterError(name, f"not a boolean: {text!r} (accepted: true or false, "
+                             "in any case)")
+    return value
 
 
 def typed_values(specs, parameters) -> dict:

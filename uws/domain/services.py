@@ -288,5 +288,5 @@ def _defaults(service: Service, given: set[str]) -> list[Value]:
         if spec.required:
             raise ParameterError(spec.name, "is required")
         if spec.default is not None:
-            added.append(Value(spec.name, str(spec.default)))
+            added.append(Value(spec.name, spec.check(spec.default)))
     return added

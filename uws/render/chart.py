@@ -33,17 +33,36 @@ class Chart:
     width: int
     height: int
     top: int            # the count at the top edge
-    since: str
-    until: str
+    since: str          # the axis's ends, as ISO times (the page's script shows them in
+    until: str          # the reader's local time, as every other time of the page)
     samples: int
     series: list[Series]
 
+    @property
+    def since_text(self) -> str:
+        return _utc(self.since)
+
+    @property
+    def until_text(self) -> str:
+        return _utc(self.until)
+
+
+def _utc(iso: str) -> str:
+    """An axis label without a script: ``2026-12-03 16:05 UTC``."""
+    return iso[:16].replace("T", " ") + " UTC"
+
 
 def phase_chart(history: list[tuple[dt.datetime, Phase, int]], since: dt.datetime,
-                until: dt.datetime) -> Chart:
+                until: dt.datetime, now: dict[Phase, int] | None = None) -> Chart:
     """One polyline per phase seen in the samples; a phase missing from a sample
-    had no jobs then."""
-    times = sorted({at for at, _, _ in history})
+    had no jobs then.  ``now``, the counts the page's table shows, ends every line at
+    ``until``: the samples are minutes apart, and the chart's last point would
+    otherwise disagree with the table beside it."""
+    samples = len({at for at, _, _ in history})
+    if now is not None:
+        history = [s for s in history if s[0] < until] + \
+            [(until, phase, n) for phase, n in now.items() if n]
+    times = sorted({at for at, _, _ in history} | ({until} if now is not None else set()))
     counts = {(at, phase): n for at, phase, n in history}
     phases = [p for p in Phase if any(phase is p for _, phase, _ in history)]
     top = max([n for _, _, n in history] + [1])
@@ -58,4 +77,4 @@ def phase_chart(history: list[tuple[dt.datetime, Phase, int]], since: dt.datetim
     series = [Series(p, " ".join(f"{x(at)},{y(counts.get((at, p), 0))}" for at in times),
                      counts.get((times[-1], p), 0), (x(times[-1]), y(counts.get((times[-1], p), 0))))
               for p in phases]
-    return Chart(WIDTH, HEIGHT, top, format_time(since), format_time(until), len(times), series)
+    return Chart(WIDTH, HEIGHT, top, format_time(since), format_time(until), samples, series)

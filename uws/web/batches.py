@@ -86,7 +86,8 @@ def list_batches(service: str):
     url = list_url(service)
     if wants_html():
         return pages.render("batches.html", service=batches_api().jobs.service(service),
-                            batches=batches, total=total, start=start, limit=limit, url=url)
+                            batches=batches, total=total, start=start, limit=limit, url=url,
+                            deleted=pages.deleted_notice())
     headers = _next_link(url, start, limit, total)
     if wants_json():
         return json_response(render.batch_list_json(batches, total, start, _linker(url)),
@@ -175,4 +176,19 @@ def delete_batch(service: str, batch_id: str) -> Response:
 
 def _delete(service: str, batch_id: str) -> Response:
     batches_api().delete(service, batch_id, caller())
-    return see_other(list_url(service))
+    # A browser's list says what was deleted; API clients get the list as before.
+    return see_other(list_url(service) + (f"?deleted={batch_id}" if wants_html() else ""))
+
+
+@bp.route(BATCH + "/delete", methods=["GET"])
+@service_view
+def confirm_delete(service: str, batch_id: str):
+    """The page asking a person whether to delete the batch (an HTML page whatever the
+    Accept header); its form posts METHOD=DELETE to the batch."""
+    api = batches_api()
+    batch = api.get(service, batch_id, caller())
+    url = batch_url(service, batch.id)
+    return pages.render("confirm.html", what="batch", name=batch.run_id or batch.id[:12],
+                        service=service, target=url, here=f"{url}/delete",
+                        consequence=f"Its {batch.job_count} jobs are deleted with it, "
+                                    "their results too.")

@@ -12,7 +12,7 @@ import dataclasses
 from ..domain import queueing, timeutil
 from ..domain.errors import BadRequest
 from ..domain.model import check_run_id
-from ..domain.parameters import TRUE_WORDS, ParameterError, ParamSpec
+from ..domain.parameters import ParameterError, ParamSpec
 from ..domain.services import Service, collect
 from ..usecases.jobs import parse_duration
 
@@ -48,7 +48,7 @@ class Field:
 
     @property
     def checked(self) -> bool:
-        return self.value.strip().lower() in TRUE_WORDS
+        return self.value.lower() == "true"
 
     @property
     def step(self) -> str:
@@ -107,6 +107,15 @@ def submitted(pairs, control: dict[str, list[str]]) -> dict[str, list[str]]:
 def creation_errors(service: Service, pairs, uploads: dict,
                     control: dict[str, list[str]]) -> dict[str, str]:
     """Every problem of a creation request, by upper-case field name ("" = the form)."""
+    errors = parameter_errors(service, pairs, uploads, creating=True)
+    errors.update(control_errors(control))
+    return errors
+
+
+def parameter_errors(service: Service, pairs, uploads: dict, *,
+                     creating: bool) -> dict[str, str]:
+    """Every problem of the parameters of a creation (``creating``: the required ones
+    must be there) or of a change, by upper-case field name."""
     errors: dict[str, str] = {}
     for name, value in pairs:
         try:
@@ -115,10 +124,9 @@ def creation_errors(service: Service, pairs, uploads: dict,
             errors.setdefault(exc.name.upper(), exc.message)
     if not errors:
         try:
-            collect(service, pairs, uploads, creating=True)
+            collect(service, pairs, uploads, creating=creating)
         except ParameterError as exc:
             errors[exc.name.upper()] = exc.message
-    errors.update(control_errors(control))
     return errors
 
 

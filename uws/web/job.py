@@ -9,6 +9,7 @@ from werkzeug.datastructures import FileStorage
 from ..domain import numbers
 from ..domain.errors import BadRequest, NotFound, TooLarge
 from ..domain.model import Caller
+from ..domain.phases import Phase
 from ..domain.timeutil import format_time
 from ..http import parking
 from ..render import json as jsonr
@@ -59,9 +60,10 @@ def _back_to_job(service: str, job_id: str):
     return see_other(job_url(service, job_id))
 
 
-def _back_to_list(service: str):
-    if wants_html():
-        return see_other(f"{base_url()}{service}")     # paged, with the real total
+def _back_to_list(service: str, deleted: str | None = None):
+    """To the job list; a browser's says which job was ``deleted``."""
+    if wants_html():        # paged, with the real total
+        return see_other(f"{base_url()}{service}" + (f"?deleted={deleted}" if deleted else ""))
     return see_other(f"{base_url()}{service}?LAST={jobs_api().config.redirect_last}")
 
 
@@ -127,7 +129,7 @@ def post_job(service: str, job_id: str):
             raise BadRequest(f"{(others or ['an upload'])[0]}: ACTION=DELETE deletes the job, "
                              "with nothing else")
         api.delete(service, job_id, caller())
-        return _back_to_list(service)
+        return _back_to_list(service, job_id)
     if action == "REPEAT":
         return _repeat(service, job_id, control, pairs)
     # Every control value is checked before anything changes: a 400 changes nothing.
@@ -189,7 +191,15 @@ def _repeat(service: str, job_id: str, control: dict, pairs):
 @job_use_case_view
 def delete_job(service: str, job_id: str):
     jobs_api().delete(service, job_id, caller())
-    return _back_to_list(service)
+    return _back_to_list(service, job_id)
+
+
+@bp.route(JOB + "/delete", methods=["GET"])
+@job_use_case_view
+def confirm_delete(service: str, job_id: str):
+    """The page asking a person whether to delete the job: its form posts METHOD=DELETE
+    to the job (an HTML page whatever the Accept header: nothing else asks this)."""
+    return pages.confirm_delete_job(_job(service, job_id))
 
 
 # -- phase, executionduration, destruction --------------------------------------------
@@ -332,10 +342,30 @@ def get_parameters(service: str, job_id: str):
 def post_parameters(service: str, job_id: str):
     control, pairs = split_control(form_pairs(), {"RUNID"})
     if wants_html():
-        pairs = forms.browser_pairs(jobs_api().service(service), pairs)
+        return _parameters_from_browser(service, job_id, control, pairs)
     jobs_api().update_parameters(service, job_id, pairs, uploads(), caller(),
                                  single(control, "RUNID"))
     return _back_to_job(service, job_id)
+
+
+def _parameters_from_browser(service: str, job_id: str, control: dict, sent):
+    """The job page's form of parameters: the change, or the job's page again (400)
+    with every problem next to its field and the values as sent (as creation does)."""
+    job = _job(service, job_id)         # 404/403 before anything is said of the values
+    svc = jobs_api().service(service)
+    pairs, files = forms.browser_pairs(svc, sent), uploads()
+    errors = forms.parameter_errors(svc, pairs, files, creating=False)
+    # A job past PENDING shows no form: the use case's 403 says why.
+    if not errors or job.phase is not Phase.PENDING:
+        try:
+            jobs_api().update_parameters(service, job_id, pairs, files, caller(),
+                                         single(control, "RUNID"))
+            return _back_to_job(service, job_id)
+        except BadRequest as exc:
+            errors = {"": str(exc)}
+    for name in files:      # a browser cannot keep a chosen file in a form sent back
+        errors.setdefault(name.upper(), "the file was not kept when the form came back")
+    return pages.job_page(job, caller(), forms.submitted(sent, {}), errors, 400)
 
 
 @bp.route(JOB + "/parameters/<name>", methods=["GET"])

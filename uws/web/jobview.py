@@ -75,6 +75,18 @@ class JobView:
         return self.job.progress or 0.0
 
     @property
+    def progress_message(self) -> str:
+        """The runner's last progress message, as current while the job is active or
+        when it was the last word (reported at 100 %); once the job has ended without
+        that, said to be the last report, so "slept 2.9 of 3 s" is never shown as
+        where a finished job stands."""
+        message, percent = self.job.progress_message or "", self.job.progress
+        if not message or self.active or (percent is not None and percent >= 100.0):
+            return message
+        at = "" if percent is None else f" at {percent:.0f}%"
+        return f"(last reported{at}: {message})"
+
+    @property
     def elapsed(self) -> float | None:
         return estimates.elapsed_seconds(self.job, timeutil.now())
 

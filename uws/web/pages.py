@@ -11,6 +11,7 @@ from flask import Flask, Response, render_template, request, url_for
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..domain.errors import UWSError
+from ..domain.model import is_job_id
 from ..domain.phases import Phase
 from ..domain.timeutil import format_time
 from ..render.xml import Links
@@ -53,11 +54,30 @@ def _whose(caller, authenticated: bool) -> str:
     return "anonymous jobs" if authenticated else "jobs"
 
 
-def job_page(job, caller) -> Response:
+def job_page(job, caller, values=None, errors=None, status: int = 200) -> Response:
+    """The job's page; its parameter form shows ``values`` (by upper-case name, over the
+    job's own) and ``errors`` when a change was refused."""
     view = JobView(job, Links(job_url(job.service, job.id)))
     svc = jobs_api().service(job.service)
-    return render("job.html", view=view, fields=forms.fields(svc, view.parameter_values()),
-                  service=svc, admin=caller.admin)
+    shown = {**view.parameter_values(), **(values or {})}
+    return render("job.html", status=status, view=view, fields=forms.fields(svc, shown, errors),
+                  service=svc, admin=caller.admin, errors=errors or {})
+
+
+def confirm_delete_job(job) -> Response:
+    """Delete job X? [Delete] [Cancel]: a step a person takes before a deletion."""
+    url = job_url(job.service, job.id)
+    name = job.run_id if job.run_id else job.id[:12]
+    return render("confirm.html", what="job", name=name, service=job.service, target=url,
+                  here=f"{url}/delete",
+                  consequence="Its results and uploaded files are deleted with it.")
+
+
+def deleted_notice() -> str | None:
+    """The ID a list page's ``deleted`` query names, if it is one: the notice shows it
+    (escaped by the template; anything but an ID is never echoed)."""
+    value = request.args.get("deleted", "")
+    return value if is_job_id(value) else None
 
 
 def service_page(service: str, caller, values=None, errors=None, status: int = 200) -> Response:
@@ -69,7 +89,7 @@ def service_page(service: str, caller, values=None, errors=None, status: int = 2
                   progress=_progress_of(api, service, refs, caller),
                   priorities=api.priorities(service, [ref.id for ref in refs], caller),
                   fields=forms.fields(svc, values, errors), values=values or {},
-                  errors=errors or {})
+                  errors=errors or {}, deleted=deleted_notice())
 
 
 def _progress_of(api, service: str, refs, caller) -> dict:

@@ -64,8 +64,8 @@ def _answer(service: str | None):
 
 def _page(report: Report, history):
     here = f"{base_url()}{report.service}/stats" if report.service else f"{base_url()}stats"
-    drawn = chart.phase_chart(history, report.since, report.until) if history is not None \
-        else None
+    drawn = chart.phase_chart(history, report.since, report.until, report.total.jobs) \
+        if history is not None else None
     return pages.render("stats.html", report=report, here=here, chart=drawn)
 
 
