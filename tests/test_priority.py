@@ -150,7 +150,7 @@ def test_a_priority_bound_past_its_limit_is_a_configuration_error(tmp_path, db_u
 def test_the_html_job_list_shows_each_job_priority(client):
     create(client, PRIORITY="-2")
     page = client.get("/sleep", headers={"Accept": "text/html", **basic("alice")})
-    assert b'<td data-role="priority">-2</td>' in page.data
+    assert b'<td data-role="priority" data-label="Priority">-2</td>' in page.data
 
 
 def test_the_html_job_list_has_no_priority_column_where_priorities_cannot_differ(
