@@ -13,6 +13,7 @@ UWS 1.1 schema, so no test can see an invalid document and pass.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import socket
 import ssl
@@ -330,10 +331,28 @@ def live_server(app):
         yield server
 
 
+#: Ports for servers the tests start (uws serve, gunicorn, test servers): below the
+#: kernel's ephemeral range (32768 and up here), in a block of each test process's own.
+#: A port the kernel handed out (bind to port 0) could be handed to another process's
+#: connection or server before ours bound it: CI saw "Address already in use".
+PORT_BLOCK = 500
+_next_ports = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 no socket holds now, from this test process's own block."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    first = 11000 + (int(worker.removeprefix("gw") or 0) % 16) * PORT_BLOCK
+    for _ in range(PORT_BLOCK):
+        port = first + next(_next_ports) % PORT_BLOCK
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as servers bind
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}-{first + PORT_BLOCK - 1}")
 
 
 @pytest.fixture
