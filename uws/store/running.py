@@ -297,9 +297,12 @@ class RunningQueries(StorePart):
                 start_time=None, progress=None, progress_message=None, lease_owner=None,
                 lease_expires=None, deadline=None))
             conn.execute(R.delete().where(R.c.job_id == job_id))
-            self._record(conn, Change(job_id, row.service, row.owner, row.phase,
-                                      Phase.QUEUED.value, row.batch_id))
+            change = Change(job_id, row.service, row.owner, row.phase, Phase.QUEUED.value,
+                            row.batch_id)
+            self._record(conn, change)
             self._announce(conn, job_id)
+        log_change(change, claim.worker if claim is not None else None,
+                   f"attempt {attempt} failed, retried: {error.message}")
         self._changed(job_id)
         return True
 
