@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import base64
 import logging
-import socket
 import subprocess
 
 import pytest
-import requests
 from werkzeug.security import generate_password_hash
 
+from test_connections import _closed_by_server, _connect, _descriptors, serve  # noqa: F401
 from uws.auth import AuthConfig
 from uws.config.settings import ConfigError, from_dict
 from uws.http.proxies import TrustedProxies, networks
@@ -19,7 +18,6 @@ from uws.web.app import create_app, shutdown
 from uws.web.proxied import PEER_KEY
 
 from conftest import ValidatingClient, make_config
-from test_connections import _closed_by_server, _connect, _descriptors, serve  # noqa: F401
 
 PROXY = "10.0.0.5"
 

@@ -121,7 +121,9 @@ def _forwarded_elements(value: str) -> list[dict[str, str]]:
 
 
 def _split_outside_quotes(value: str, sep: str) -> list[str]:
-    parts, current, quoted, escaped = [], [], False, False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
     for ch in value:
         if escaped:
             escaped = False

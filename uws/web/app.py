@@ -116,9 +116,13 @@ def create_app(config=None) -> Flask:
 
 
 def _log_start(cfg: config_mod.Config) -> None:
+    from importlib.metadata import version
+
     from sqlalchemy.engine import make_url
 
-    from .. import __version__
+    # the installed distribution's (uws.__version__ via pyproject): importing the uws
+    # package from here would make an import cycle
+    __version__ = version("ivoa-uws-server")
     database = make_url(cfg.db_url).render_as_string(hide_password=True)
     log.info("uws %s: database %s, executor %s, data in %s", __version__, database,
              cfg.executor, Path(cfg.data_dir).resolve())
