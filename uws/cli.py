@@ -66,7 +66,6 @@ def worker_command(args) -> int:
 
     from .config import settings as config_mod
 
-    _log_setup()
     try:
         cfg = config_mod.load(args.config, data_dir=args.data_dir, slots=args.slots)
         if cfg.executor != "celery":
@@ -74,6 +73,11 @@ def worker_command(args) -> int:
                                          "executor.kind: a worker needs \"celery\"")
     except config_mod.ConfigError as exc:
         return _refuse(f"cannot use the configuration: {exc}")
+    _log_setup(cfg)
+    logging.getLogger("uws.cli").info(
+        "uws %s worker: database %s, queue %s, %d slots, data in %s", __version__,
+        _shown(cfg.db_url), cfg.queue, cfg.slots,
+        cfg.data_dir.resolve())
     from .execution.distributed import run_worker
     from .store.schema import SchemaError
     try:
@@ -83,9 +87,9 @@ def worker_command(args) -> int:
     return 0
 
 
-def _log_setup() -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _log_setup(cfg) -> None:
+    from .http import logs
+    logs.configure(cfg.log_format)      # the app factory's call then changes nothing
 
 
 def serve_command(args) -> int:
@@ -94,11 +98,11 @@ def serve_command(args) -> int:
     from .config import settings as config_mod
     from .store.schema import SchemaError
 
-    _log_setup()
     try:
         cfg = config_mod.load(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
     except config_mod.ConfigError as exc:
         return _refuse(f"cannot use the configuration: {exc}")
+    _log_setup(cfg)
     app = DeferredApp()
     try:
         # Take the port before the app starts its executor and sweeps, so a second
@@ -113,6 +117,8 @@ def serve_command(args) -> int:
         return _refuse(f"cannot start: {' '.join(str(exc).split())}")
     print(f"UWS server on http://{cfg.host}:{server.effective_port}/ "
           f"(data in {cfg.data_dir.resolve()})", flush=True)
+    logging.getLogger("uws.cli").info("listening on http://%s:%s/", cfg.host,
+                                      server.effective_port)
     logging.getLogger("uws.cli").info("%s", server.limits_text)
     return _run(server, app)
 

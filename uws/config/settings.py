@@ -22,7 +22,7 @@ from pathlib import Path
 from ..auth import AuthConfig
 from ..domain.parameters import ParamSpec
 from ..domain.services import Service
-from ..http import hosts
+from ..http import hosts, proxies
 from . import shapes
 
 EXECUTORS = ("local", "none", "celery")
@@ -63,6 +63,11 @@ class Config:
     public_url: str = _setting("server", "", read=hosts.public_url)
     # host names answered besides localhost, the bound address and public_url's ("*" = any)
     allowed_hosts: tuple[str, ...] = _setting("server", (), read=hosts.host_names)
+    # reverse proxies (addresses, CIDR ranges) whose X-Forwarded-*/Forwarded headers are
+    # believed and which the per-address connection cap spares (uws.http.proxies)
+    trusted_proxies: tuple[proxies.Network, ...] = _setting("server", (), read=proxies.networks)
+    # log lines as text, or one JSON object a line (for log shippers): uws.http.logs
+    log_format: str = _setting("server", "text", choices=("text", "json"))
     # Connections (see uws.http.server): 0 = derived from the open-file limit.
     connection_limit: int = _setting("server", 0, min=0, max=1_000_000)
     connections_per_address: int = _setting("server", 0, min=0, max=1_000_000)

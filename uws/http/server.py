@@ -12,7 +12,9 @@ response keeps a worker thread waiting on it.  Here:
 - a worker thread waits at most ``send_timeout`` for a client that takes no
   bytes at all (:class:`Channel`), then the connection is closed;
 - one client address holds at most ``connections_per_address`` connections
-  (:class:`Server`): further ones are closed as soon as they are accepted;
+  (:class:`Server`): further ones are closed as soon as they are accepted; a trusted
+  reverse proxy (``trusted_proxies``), which carries every client's connections, is
+  spared (the application counts its clients by their forwarded address);
 - waitress reads a whole request body (to memory, then a temporary file) before
   the application, and so authentication, sees it: the bodies being buffered
   share one budget (:mod:`uws.http.bodies`), and a request whose announced or
@@ -50,6 +52,7 @@ from waitress.task import ThreadedTaskDispatcher, WSGITask
 
 from .bodies import BodyBudget, Parser
 from .parking import ENVIRON_KEY, Parked, Parking, Ticket, per_address_share
+from .proxies import TrustedProxies
 
 log = logging.getLogger("uws.http.server")
 
@@ -274,8 +277,10 @@ class Server(TcpWSGIServer):
     channel_class = Channel
 
     def __init__(self, *args, per_address: int, header_timeout: float, send_timeout: float,
-                 parking: Parking, budget: BodyBudget | None = None, **kwargs):
+                 parking: Parking, budget: BodyBudget | None = None,
+                 trusted: TrustedProxies = TrustedProxies(), **kwargs):
         self.per_address = per_address
+        self.trusted = trusted
         self.parking = parking
         self.budget = budget
         self.header_timeout = header_timeout
@@ -318,7 +323,8 @@ class Server(TcpWSGIServer):
         return True
 
     def _admit(self, conn, addr) -> None:
-        if self.connections_of[addr[0]] >= self.per_address:
+        if (self.connections_of[addr[0]] >= self.per_address
+                and not self.trusted.trusts(addr[0])):
             conn.close()
             self._refused(addr[0])
             return
@@ -390,7 +396,8 @@ def create(app, cfg, open_files: int, server_name: str):
     parking = Parking(waiters, per_address_share(waiters), lambda: servers[0].pull_trigger())
     servers += [Server(app, map=socket_map, dispatcher=dispatcher, adj=adj, sockinfo=info,
                        per_address=lim.per_address, header_timeout=cfg.header_timeout,
-                       send_timeout=cfg.send_timeout, parking=parking, budget=budget)
+                       send_timeout=cfg.send_timeout, parking=parking, budget=budget,
+                       trusted=TrustedProxies(cfg.trusted_proxies))
                 for info in adj.listen]
     if len(servers) == 1:
         server = servers[0]

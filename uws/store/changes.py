@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
@@ -18,6 +19,9 @@ import sqlalchemy as sa
 
 from . import counts
 
+#: One line a phase change, after its commit, in whichever process made it (front end
+#: or worker): what the operator follows a job by.
+transitions_log = logging.getLogger("uws.jobs")
 T = TypeVar("T")
 #: Rows or ids per statement when many changes are written together (far below any
 #: bind-parameter limit).
@@ -101,3 +105,26 @@ class ChangeRecorder:
             else:
                 for change in changes:
                     hook(conn, change)
+
+
+def log_change(change: Change, worker: str | None = None, error: str | None = None) -> None:
+    """The line of a committed phase change: job, service, owner, from -> to, the worker
+    ("host:pid" as its claim names it) when known, the run's duration when it ended,
+    and the first line of its error summary."""
+    if not transitions_log.isEnabledFor(logging.INFO):
+        return
+    times = change.times
+    seconds = None
+    if times is not None and times.start_time is not None and times.end_time is not None:
+        seconds = round((times.end_time - times.start_time).total_seconds(), 3)
+    first = (error or "").strip().splitlines()[0][:200] if (error or "").strip() else None
+    text = (f"job {change.job_id} ({change.service}, owner {change.owner or '(anonymous)'}): "
+            f"{change.old or '(new)'} -> {change.new or '(deleted)'}")
+    text += f" by {worker}" if worker else ""
+    text += f" after {seconds} s" if seconds is not None else ""
+    text += f": {first}" if first else ""
+    transitions_log.info("%s", text, extra={
+        "job_id": change.job_id, "service": change.service, "owner": change.owner,
+        "from_phase": change.old, "to_phase": change.new, "worker": worker,
+        "duration_ms": None if seconds is None else round(seconds * 1000, 1),
+        "error": first})

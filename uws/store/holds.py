@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..domain import timeutil
 from ..domain.model import EVERYONE, QUOTA, STOPPED, Hold
 from ..domain.phases import TERMINAL, Event, Phase, sources, target
-from .changes import Change
+from .changes import Change, log_change
 from .connections import reading, writing
 from .direct import DirectWrite, ReadIn, together
 from .part import StorePart
@@ -162,6 +162,7 @@ class HoldQueries(StorePart):
                 self._record(conn, change)
         if change is None:
             return None
+        log_change(change)
         self._changed(job_id)
         return Phase(change.new)
 

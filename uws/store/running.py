@@ -12,7 +12,7 @@ from ..domain import phases, timeutil
 from ..domain.model import Claim, ErrorSummary, LeaseState
 from ..domain.phases import Event, Phase
 from . import counts, direct, usage
-from .changes import Change, Times
+from .changes import Change, Times, log_change
 from .connections import Readers, reading, writing
 from .part import StorePart
 from .tables import attempt as A
@@ -234,15 +234,16 @@ class RunningQueries(StorePart):
                     _STARTED.run(conn, {"_id": job_id, "start_time": started,
                                         "deadline": timeutil.add_seconds(started, duration)
                                         if duration > 0 else None})
-                self._record(conn, Change(job_id, service, owner, Phase.QUEUED.value,
-                                          Phase.EXECUTING.value, batch_id,
-                                          Times(created, started, None)))
+                change = Change(job_id, service, owner, Phase.QUEUED.value,
+                                Phase.EXECUTING.value, batch_id, Times(created, started, None))
+                self._record(conn, change)
                 if cap and conn.execute(_RUNNING_OF, {"service": service,
                                                       "owner": owner}).scalar_one() > cap:
                     raise _OverCap
                 self._announce(conn, job_id)
         except _OverCap:
             return None
+        log_change(change, worker)
         self._changed(job_id)
         return Claim(job_id, worker, started)
 
@@ -296,9 +297,12 @@ class RunningQueries(StorePart):
                 start_time=None, progress=None, progress_message=None, lease_owner=None,
                 lease_expires=None, deadline=None))
             conn.execute(R.delete().where(R.c.job_id == job_id))
-            self._record(conn, Change(job_id, row.service, row.owner, row.phase,
-                                      Phase.QUEUED.value, row.batch_id))
+            change = Change(job_id, row.service, row.owner, row.phase, Phase.QUEUED.value,
+                            row.batch_id)
+            self._record(conn, change)
             self._announce(conn, job_id)
+        log_change(change, claim.worker if claim is not None else None,
+                   f"attempt {attempt} failed, retried: {error.message}")
         self._changed(job_id)
         return True
 

@@ -17,7 +17,7 @@ from ..domain import phases, timeutil
 from ..domain.model import Claim, ErrorSummary, Result
 from ..domain.phases import Event, Phase
 from . import counts, usage
-from .changes import Change, Times
+from .changes import Change, Times, log_change
 from .connections import reading, writing
 from .direct import DirectWrite
 from .events import EVENTS_KEY, ProgressThrottle, record_progress
@@ -116,6 +116,8 @@ class JobChanges(StorePart):
             for result in results:      # the job's row is locked by its change
                 self._put_result(conn, job_id, result)
             self._announce(conn, job_id)
+        log_change(change, claim.worker if claim is not None else None,
+                   fields.get("error_message"))
         self._changed(job_id)
         return True
 

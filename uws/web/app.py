@@ -20,7 +20,9 @@ from ..execution.delivery import Deliverer
 from ..execution.files import JobFiles, make_private_dir
 from ..execution.process import ProcessExecutor
 from ..execution.scheduler import start_scheduler
+from ..http import logs
 from ..http.hosts import HostPolicy
+from ..http.proxies import TrustedProxies
 from ..resources import templates_dir
 from ..store import Store
 from ..store.stats import StatsStore
@@ -39,6 +41,7 @@ from . import (
     joblist,
     metrics,
     pages,
+    proxied,
     signin,
     static,
     stats,
@@ -78,6 +81,7 @@ def create_app(config=None) -> Flask:
     Raises :class:`uws.config.settings.ConfigError` for a configuration that cannot be
     used, before anything starts."""
     cfg = _as_config(config)
+    logs.configure(cfg.log_format)      # here too: gunicorn runs no uws CLI
     app = App(__name__, template_folder=str(templates_dir()), static_folder=None)
     # Form bodies are small; uploads are bounded by max_upload_bytes (413 past it).
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
@@ -103,8 +107,27 @@ def create_app(config=None) -> Flask:
     _error_handlers(app)
     app.before_request(_admit)
     app.after_request(_security_headers)
+    # the client behind a trusted proxy, request ids and request lines (outermost)
+    app.wsgi_app = proxied.Proxied(app.wsgi_app,    # type: ignore[method-assign]
+                                   TrustedProxies(cfg.trusted_proxies))
     _start_background(app, cfg)
+    _log_start(cfg)
     return app
+
+
+def _log_start(cfg: config_mod.Config) -> None:
+    from importlib.metadata import version
+
+    from sqlalchemy.engine import make_url
+
+    # the installed distribution's (uws.__version__ via pyproject): importing the uws
+    # package from here would make an import cycle
+    __version__ = version("ivoa-uws-server")
+    database = make_url(cfg.db_url).render_as_string(hide_password=True)
+    log.info("uws %s: database %s, executor %s, data in %s", __version__, database,
+             cfg.executor, Path(cfg.data_dir).resolve())
+    if cfg.trusted_proxies:
+        log.info("trusted proxies: %s", ", ".join(str(n) for n in cfg.trusted_proxies))
 
 
 def _start_background(app: Flask, cfg: config_mod.Config) -> None:

@@ -27,6 +27,7 @@ from ..domain.errors import BadRequest, UWSError
 from ..domain.model import ANONYMOUS, Caller, fits_xml
 from .incoming import current
 from .passwords import PasswordGate
+from .proxied import peer_address
 
 
 class Unauthorized(UWSError):
@@ -108,7 +109,9 @@ def _from_cookie(cfg: AuthConfig) -> str | None:
 
 
 def _from_header(cfg: AuthConfig) -> str | None:
-    if "header" not in cfg.modes or request.remote_addr not in cfg.trusted_proxies:
+    # the proxy's own address ([server] trusted_proxies may have put its client's in
+    # remote_addr): [auth] trusted_proxies names the proxies whose header names the user
+    if "header" not in cfg.modes or peer_address(request.environ) not in cfg.trusted_proxies:
         return None
     raw = request.headers.get(cfg.header)
     if not raw:
