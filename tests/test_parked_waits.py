@@ -330,3 +330,71 @@ def test_pyvo_wait_ends_with_its_job_beside_a_thousand_parked_waits(serve):
     ended = job.job.endtime.to_datetime()      # naive UTC, as pyvo parses it
     assert ended <= returned
     assert (returned - ended).total_seconds() < AT_ONCE, "answered long after the job ended"
+
+
+# -- the event loop ---------------------------------------------------------------------
+
+def test_a_turn_of_the_event_loop_asks_nothing_of_parked_connections(srv, monkeypatch):
+    """Parked connections rest in a set kept between turns: asking each of thousands
+    whether it is readable on every turn made each turn cost tens of milliseconds."""
+    job = http_create(srv.url, DURATION="30")
+    asked = []
+    readable = httpserver.Channel.readable
+
+    def counted(channel):
+        if channel.parked is not None:
+            asked.append(channel)
+        return readable(channel)
+
+    with parked(srv, f"{job}?WAIT=30", 20, CROWD):
+        wait_for(lambda: srv.server.task_dispatcher.active_count == 0, timeout=AT_ONCE,
+                 step=0.01)
+        assert requests.get(job, timeout=HTTP_TIMEOUT).status_code == 200  # turns: they rest
+        monkeypatch.setattr(httpserver.Channel, "readable", counted)
+        for _ in range(5):
+            assert requests.get(job, timeout=HTTP_TIMEOUT).status_code == 200
+        assert srv.server.parking.count == 20
+        assert asked == []
+
+
+def test_a_hang_up_among_many_parked_connections_drops_only_its_waiter(srv):
+    job = http_create(srv.url, DURATION="30")
+    with parked(srv, f"{job}?WAIT=30", 50, CROWD) as sockets:
+        sockets[7].close()
+        wait_for(lambda: srv.waiting == 49, timeout=AT_ONCE, step=0.01)
+        assert srv.server.parking.count == 49
+
+
+def test_connections_that_reuse_the_numbers_of_hung_up_parked_ones_are_served(srv):
+    job = http_create(srv.url, DURATION="30")
+    with parked(srv, f"{job}?WAIT=30", 30, CROWD) as sockets:
+        for s in sockets:
+            s.close()
+        fresh = [send_get(srv.port, path_of(job), CROWD[i % len(CROWD)]) for i in range(30)]
+        try:
+            for s in fresh:
+                status, body = read_answer(s)
+                assert status == 200 and phase_of(body) == "PENDING"
+        finally:
+            for s in fresh:
+                s.close()
+        wait_for(lambda: srv.waiting == 0, timeout=AT_ONCE, step=0.01)
+
+
+def test_a_parked_wait_woken_after_a_request_was_pipelined_behind_it_answers_both(srv):
+    """The pipelined request takes the connection out of the resting set (it reads
+    nothing more); the wake must still reach the loop."""
+    job = http_create(srv.url, DURATION="30")
+    s = send_get(srv.port, f"{path_of(job)}?WAIT=30")
+    wait_for(lambda: srv.waiting == 1, timeout=10, step=0.01)
+    wait_for(lambda: srv.server.task_dispatcher.active_count == 0, timeout=AT_ONCE, step=0.01)
+    s.sendall(f"GET {path_of(job)}/phase HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n".encode())
+    wait_for(lambda: any(len(c.requests) == 2 for c in srv.server.active_channels.values()),
+             timeout=AT_ONCE, step=0.01)
+    abort(job)
+    buffered = bytearray()
+    status, body = read_answer(s, buffered)
+    assert status == 200 and phase_of(body) == "ABORTED"
+    status, body = read_answer(s, buffered)
+    assert status == 200 and body.strip() == b"ABORTED"
+    s.close()

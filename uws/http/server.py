@@ -29,7 +29,9 @@ response keeps a worker thread waiting on it.  Here:
 
 A blocking GET (``WAIT``) that must wait is parked (:mod:`uws.http.parking`): its
 worker thread is freed, the connection stays open, and the request is served
-again when its job changes or its time is up; a hang-up drops it at once.
+again when its job changes or its time is up; a hang-up drops it at once.  A parked
+connection costs the loop nothing per turn: it rests in a set kept between turns
+(:class:`PollLoop`).
 
 Files are sent by waitress's ``wsgi.file_wrapper`` path (see web/downloads.py),
 from the event loop, so a slow reader of a file holds no worker thread.
@@ -118,7 +120,19 @@ class Channel(HTTPChannel):
     closes; a client that keeps reading keeps its connection."""
 
     task_class = Task
-    parked: Ticket | None = None    # the ticket of the request parked at the head
+    _parked: Ticket | None = None
+
+    @property
+    def parked(self) -> Ticket | None:
+        """The ticket of the request parked at the head (set by :mod:`.parking`)."""
+        return self._parked
+
+    @parked.setter
+    def parked(self, ticket: Ticket | None) -> None:
+        self._parked = ticket
+        loop = self.server.asyncore
+        if isinstance(loop, PollLoop):
+            loop.review(self)       # it rests while parked: no cost per turn
 
     def service(self):
         """Serve the request at the head; a parked one stays there, its thread freed
@@ -201,6 +215,9 @@ class Channel(HTTPChannel):
             self.server.connections_of[self.client_host] += 1
 
     def del_channel(self, map=None):
+        loop = self.server.asyncore
+        if isinstance(loop, PollLoop):
+            loop.forget(self)
         if self._counted:
             self._counted = False
             self.server.release(self.client_host)
@@ -222,11 +239,29 @@ class PollLoop:
     kept between turns (epoll) could outlive a closed socket and report its events
     under a reused number.
 
+    Parked connections are the exception (:meth:`rest`): their interest stays the
+    same while parked (readable, to see a hang-up or a request pipelined behind),
+    and asking each of thousands for it on every turn made a turn cost tens of
+    milliseconds.  They rest in one epoll set kept between turns, which the turn's
+    poll set holds as a single descriptor.  That set is kept safe against reused
+    numbers: a connection leaves it before its socket is closed
+    (:meth:`forget`, from ``del_channel``), its events are read only after the
+    turn's other events were handled, and each goes only to the connection
+    resting under that number that is still in the map.  Any change of a parked
+    connection's state is reviewed by the loop's thread (:meth:`review`), which
+    alone touches the set.
+
     Each turn also answers the parked WAITs whose deadline has come, and sleeps no
     longer than until the next one."""
 
+    #: what a resting connection waits for (as the poll set asks a readable one)
+    RESTING_EVENTS = select.POLLIN | select.POLLPRI
+
     def __init__(self, parking: Parking | None = None):
         self.parking = parking
+        self._resting: dict[int, Channel] = {}      # descriptor -> connection, in _epoll
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        self._reviews: collections.deque = collections.deque()    # filled from any thread
 
     def loop(self, timeout=30.0, use_poll=True, map=None, count=None):
         while map and (count is None or count > 0):
@@ -241,9 +276,13 @@ class PollLoop:
             due = self.parking.seconds_to_next(now)
             if due is not None:
                 timeout = min(timeout, due)
+        self._review_all(map)
         poller = self._poller()
         wanted = {}
-        for fd, obj in list(map.items()):
+        # a set difference in C: the resting ones cost nothing per turn here
+        awake = map.keys() - self._resting.keys() if self._resting else list(map)
+        for fd in awake:
+            obj = map[fd]
             flags = 0
             if obj.readable():
                 flags |= select.POLLIN | select.POLLPRI
@@ -252,6 +291,10 @@ class PollLoop:
             if flags:
                 poller.register(fd, flags)
                 wanted[fd] = obj
+        stirred = False
+        if self._resting:
+            assert self._epoll is not None
+            poller.register(self._epoll.fileno(), select.POLLIN)
         try:
             events = poller.poll(timeout * 1000)
         except InterruptedError:
@@ -260,6 +303,69 @@ class PollLoop:
             obj = wanted.get(fd)
             if obj is not None and map.get(fd) is obj:
                 wasyncore.readwrite(obj, flags)
+            elif self._epoll is not None and fd == self._epoll.fileno():
+                stirred = True
+        if stirred:
+            self._stir(map)
+
+    # -- parked connections -------------------------------------------------------------
+
+    def review(self, channel: Channel) -> None:
+        """From any thread: the connection was parked or left parking; the loop's
+        thread moves it into or out of the resting set at its next turn.  (Leaving
+        needs no wake-up here: its worker thread wakes the loop once it has written.)"""
+        if self._epoll is not None:
+            self._reviews.append(channel)
+
+    def forget(self, channel: Channel) -> None:
+        """The connection is being closed: out of the resting set while its socket
+        is still open (so that the kernel forgets it too, and a socket that gets
+        its number later is not in the set)."""
+        fd = channel._fileno
+        if fd is not None and self._resting.get(fd) is channel:
+            self._unrest(fd)
+
+    def _review_all(self, map: dict) -> None:
+        while self._reviews:
+            self._place(self._reviews.popleft(), map)
+
+    def _place(self, channel: Channel, map: dict) -> None:
+        """Rest a parked connection that only waits to read; wake any other."""
+        fd = channel._fileno
+        if fd is None or map.get(fd) is not channel:
+            return      # closed meanwhile: forget() has taken it out
+        rests = channel.parked is not None and channel.readable() and not channel.writable()
+        resting = self._resting.get(fd) is channel
+        if rests and not resting:
+            assert self._epoll is not None
+            self._epoll.register(fd, self.RESTING_EVENTS)
+            self._resting[fd] = channel
+        elif resting and not rests:
+            self._unrest(fd)
+
+    def _unrest(self, fd: int) -> None:
+        del self._resting[fd]
+        try:
+            assert self._epoll is not None
+            self._epoll.unregister(fd)
+        except OSError:     # already closed: the kernel has forgotten it
+            pass
+
+    def _stir(self, map: dict) -> None:
+        """Handle the resting connections' events (a hang-up, a pipelined request),
+        then see whether each still rests."""
+        assert self._epoll is not None
+        for fd, flags in self._epoll.poll(0):
+            channel = self._resting.get(fd)
+            if channel is None or not self._in(map, fd, channel):
+                continue
+            wasyncore.readwrite(channel, flags)
+            self._place(channel, map)
+
+    @staticmethod
+    def _in(map: dict, fd: int, channel: Channel) -> bool:
+        """Whether ``channel`` is still the connection of that number."""
+        return map.get(fd) is channel
 
     @staticmethod
     def _poller():
@@ -406,7 +512,9 @@ def create(app, cfg, open_files: int, server_name: str):
                                                      for s in servers],
                                    dispatcher, servers[-1].log_info)
         server.effective_port = servers[-1].effective_port
-    server.asyncore = PollLoop(parking)        # what run() loops on
+    loop = PollLoop(parking)
+    for each in {server, *servers}:    # what run() loops on; what channels tell of parking
+        each.asyncore = loop
     server.parking = parking
     server.limits_text = (f"at most {lim.connections} connections, {lim.per_address} per "
                           f"client address (open-file limit {open_files}); {waiters} parked "
