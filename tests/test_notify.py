@@ -24,6 +24,7 @@ from uws.store.notify import CHANNEL
 from uws.usecases.waiting import PhaseWatch
 from uws.web.app import create_app, shutdown
 
+import uwshelp
 from conftest import POSTGRES_URL, LiveServer, assert_valid_uws, make_config
 from uwshelp import job_id
 
@@ -48,23 +49,8 @@ def until(predicate, timeout: float) -> bool:
     return True
 
 
-class Waiter(threading.Thread):
-    """One blocking GET over HTTP in a thread; records when it returned."""
-
-    def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url = url
-        self.response: requests.Response | None = None
-        self.error: BaseException | None = None
-        self.returned_at: float | None = None
-
-    def run(self):
-        try:
-            self.response = requests.get(self.url, timeout=HTTP_TIMEOUT)
-        except BaseException as exc:        # reported by the test
-            self.error = exc
-        finally:
-            self.returned_at = time.monotonic()
+class Waiter(uwshelp.Waiter):
+    """A blocking GET, and the phase it answered."""
 
     def phase(self) -> str:
         assert self.error is None and self.response is not None, self.error

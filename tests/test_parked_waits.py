@@ -24,7 +24,7 @@ from uws.http import server as httpserver
 from uws.web.app import create_app, shutdown
 
 from conftest import assert_valid_uws, make_config
-from uwshelp import wait_for
+from uwshelp import Waiter, wait_for
 
 UWS = "{http://www.ivoa.net/xml/UWS/v1.0}"
 HTTP_TIMEOUT = 30
@@ -135,25 +135,6 @@ def read_answer(s: socket.socket, buffered: bytearray | None = None) -> tuple[in
     body = bytes(data[start:start + length])
     del data[:start + length]
     return int(head.split(b" ", 2)[1]), body
-
-
-class Waiter(threading.Thread):
-    """A thread doing one GET over HTTP; records when it returned."""
-
-    def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url = url
-        self.response: requests.Response | None = None
-        self.error: BaseException | None = None
-        self.returned_at: float | None = None
-
-    def run(self):
-        try:
-            self.response = requests.get(self.url, timeout=HTTP_TIMEOUT)
-        except BaseException as exc:        # reported by the test, not lost in the thread
-            self.error = exc
-        finally:
-            self.returned_at = time.monotonic()
 
 
 #: the addresses a crowd of waiters comes from (an address parks a share of them)

@@ -19,7 +19,7 @@ import requests
 from uws.web.app import create_app, shutdown
 
 from conftest import LiveServer, ValidatingClient, assert_valid_uws, make_config
-from uwshelp import create
+from uwshelp import Waiter, create
 
 UWS = "{http://www.ivoa.net/xml/UWS/v1.0}"
 HTTP_TIMEOUT = 60
@@ -63,27 +63,6 @@ def drive_to(client, path: str, phase: str) -> None:
         assert client.post(f"{path}/phase", data={"PHASE": "RUN"}).status_code == 303
     assert until(lambda: client.get(f"{path}/phase").get_data(as_text=True).strip() == phase,
                  15), f"job never reached {phase}"
-
-
-class Waiter(threading.Thread):
-    """A thread doing one blocking GET over HTTP; records when it returned."""
-
-    def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url = url
-        self.response: requests.Response | None = None
-        self.error: BaseException | None = None
-        self.sent_at: float | None = None
-        self.returned_at: float | None = None
-
-    def run(self):
-        self.sent_at = time.monotonic()
-        try:
-            self.response = requests.get(self.url, timeout=HTTP_TIMEOUT)
-        except BaseException as exc:        # reported by the test, not lost in the thread
-            self.error = exc
-        finally:
-            self.returned_at = time.monotonic()
 
 
 def watch_of(app):

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 from lxml import etree
 
 NS = {"uws": "http://www.ivoa.net/xml/UWS/v1.0",
@@ -209,3 +210,26 @@ def _read_request(conn: socket.socket) -> bytes:
             break
         data += chunk
     return data
+
+
+class Waiter(threading.Thread):
+    """A thread doing one (blocking) GET over HTTP; records when it was sent and when
+    it returned, and any error (reported by the test, not lost in the thread)."""
+
+    def __init__(self, url: str, timeout: float = 60):
+        super().__init__(daemon=True)
+        self.url = url
+        self.timeout = timeout
+        self.response: requests.Response | None = None
+        self.error: BaseException | None = None
+        self.sent_at: float | None = None
+        self.returned_at: float | None = None
+
+    def run(self):
+        self.sent_at = time.monotonic()
+        try:
+            self.response = requests.get(self.url, timeout=self.timeout)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.returned_at = time.monotonic()
