@@ -434,7 +434,7 @@ def test_the_loop_serves_connections_whose_descriptor_numbers_are_reused(bare_se
 def test_a_connection_never_receives_the_events_of_a_closed_one_with_its_number():
     import select
 
-    from uws.http.server import PollLoop
+    from uws.http.loop import PollLoop
 
     class Conn:
         accepting = False
